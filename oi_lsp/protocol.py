@@ -1,0 +1,234 @@
+"""The oi/* protocol in code: every request, result and notification as a pydantic model.
+
+docs/protocol.md is the same contract in prose; change both together.
+Field names are camelCase on the wire and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+# Methods ---------------------------------------------------------------------------------------
+
+CHAT = "oi/chat"
+APPROVE = "oi/approve"
+EXECUTE = "oi/execute"
+STOP = "oi/stop"
+RESET = "oi/reset"
+HISTORY = "oi/history"
+CONFIGURE = "oi/configure"
+LANGUAGES = "oi/languages"
+
+STREAM = "oi/stream"
+PROPOSAL = "oi/proposal"
+TURN = "oi/turn"
+
+CHAT_COMMAND = "oi.chat"
+
+# JSON-RPC error codes used by the server.
+INVALID_PARAMS = -32602
+REQUEST_FAILED = -32803  # LSP's RequestFailed: valid request, but the server cannot do it now.
+
+
+class Wire(BaseModel):
+    """Base of every message: camelCase aliases, unknown fields ignored (newer clients)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True
+    )
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready dict sent to the peer (aliases, no None fields)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# Shared shapes ---------------------------------------------------------------------------------
+
+Role = Literal["user", "assistant", "computer"]
+ChunkType = Literal["message", "code", "console", "image", "confirmation", "status"]
+TurnStatus = Literal["done", "stopped", "error"]
+RunStatus = Literal["ok", "error", "stopped", "timeout"]
+Decision = Literal["run", "skip", "edit"]
+
+
+class Position(Wire):
+    line: int = Field(ge=0)
+    character: int = Field(ge=0)
+
+
+class Range(Wire):
+    start: Position
+    end: Position
+
+
+class ChatContext(Wire):
+    """What the editor adds to a message: the file, its language, the selected text."""
+
+    uri: str | None = None
+    language: str | None = None
+    selection: str | None = None
+    range: Range | None = None
+
+
+class Message(Wire):
+    """One entry of a conversation, in Open Interpreter's LMC shape."""
+
+    role: Role
+    type: ChunkType
+    format: str | None = None
+    content: str = ""
+    turn_id: str | None = None
+    # Links a code message to its tool call and to its console output (for the model's view).
+    tool_call_id: str | None = None
+
+
+class Output(Wire):
+    """One piece of the result of a run, as returned by oi/execute."""
+
+    type: Literal["console", "image", "code"]
+    format: str | None = None
+    content: str
+
+
+# Requests --------------------------------------------------------------------------------------
+
+
+class WorkspaceParams(Wire):
+    workspace: str | None = None
+
+
+class ChatParams(WorkspaceParams):
+    message: str = Field(min_length=1)
+    context: ChatContext | None = None
+
+
+class ChatResult(Wire):
+    turn_id: str
+    status: TurnStatus
+    error: str | None = None
+
+
+class ApproveParams(Wire):
+    proposal_id: str = Field(min_length=1)
+    decision: Decision
+    code: str | None = None
+    workspace: str | None = None
+
+    @model_validator(mode="after")
+    def _edit_needs_code(self) -> ApproveParams:
+        if self.decision == "edit" and self.code is None:
+            raise ValueError("decision 'edit' needs the edited code in 'code'")
+        return self
+
+
+class ApproveResult(Wire):
+    ok: bool = True
+
+
+class ExecuteParams(WorkspaceParams):
+    language: str = Field(min_length=1)
+    code: str
+    timeout: float | None = Field(default=None, gt=0)
+
+
+class ExecuteResult(Wire):
+    turn_id: str
+    status: RunStatus
+    outputs: list[Output]
+    error: str | None = None
+
+
+class StopResult(Wire):
+    stopped: bool
+
+
+class OkResult(Wire):
+    ok: bool = True
+
+
+class HistoryResult(Wire):
+    workspace: str
+    messages: list[Message]
+
+
+class ConfigureParams(WorkspaceParams):
+    """Same keys as the `oi` settings section; applies to one workspace's session."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ConfigureResult(Wire):
+    settings: dict[str, Any]
+    warnings: list[str] = []
+
+
+class LanguageInfo(Wire):
+    name: str
+    aliases: list[str]
+    kind: Literal["kernel", "subprocess", "compile", "display"]
+    runner: str
+    available: bool
+    install_hint: str | None = None
+
+
+class LanguagesResult(Wire):
+    languages: list[LanguageInfo]
+
+
+# Notifications ---------------------------------------------------------------------------------
+
+
+class StreamChunk(Wire):
+    turn_id: str
+    workspace: str
+    role: Role
+    type: ChunkType
+    format: str | None = None
+    content: str | None = None
+    start: bool | None = None
+    end: bool | None = None
+
+
+class Proposal(Wire):
+    turn_id: str
+    workspace: str
+    proposal_id: str
+    language: str
+    code: str
+    auto_run: bool
+
+
+class TurnEvent(Wire):
+    turn_id: str
+    workspace: str
+    kind: Literal["chat", "execute"]
+    status: Literal["running", "done", "stopped", "error"]
+    error: str | None = None
+
+
+# Validation ------------------------------------------------------------------------------------
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class InvalidParams(ValueError):
+    """Params that do not match a request's model; the message names the fields."""
+
+
+def parse(model: type[M], params: Any) -> M:
+    """Validate raw JSON params into `model`, or raise InvalidParams naming each bad field."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise InvalidParams(f"params must be an object, got {type(params).__name__}")
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "params"
+            problems.append(f"{where}: {err['msg']}")
+        raise InvalidParams("; ".join(problems)) from None
