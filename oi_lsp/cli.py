@@ -1,0 +1,83 @@
+"""Command line: `oi-lsp` serves LSP (stdio by default, or --tcp / --ws on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import BinaryIO
+
+from . import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oi-lsp",
+        description="Open Interpreter as a language server: a model proposes code, you approve "
+                    "it, it runs in a persistent REPL of your workspace. An editor starts "
+                    "`oi-lsp` and talks LSP over stdio.")
+    parser.add_argument("--version", action="version", version=f"oi-lsp {__version__}")
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--stdio", action="store_true", help="serve over stdio (default)")
+    transport.add_argument("--tcp", action="store_true", help="serve over TCP")
+    transport.add_argument("--ws", action="store_true", help="serve over WebSocket")
+    parser.add_argument("--host", default="127.0.0.1", help="address for --tcp/--ws")
+    parser.add_argument("--port", type=int, default=2087, help="port for --tcp/--ws")
+    parser.add_argument("--log-level", default="warning",
+                        choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-file", help="write the log here instead of stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level, args.log_file)
+    serve(args)
+
+
+def setup_logging(level: str, path: str | None) -> None:
+    handler: logging.Handler = (logging.FileHandler(path) if path
+                                else logging.StreamHandler(sys.stderr))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+    # pygls logs whole messages at INFO, initialize's settings (and so an API key) among them.
+    logging.getLogger("pygls").setLevel(logging.WARNING)
+
+
+def serve(args: argparse.Namespace) -> None:
+    from .server import SERVER
+
+    try:
+        if args.tcp:
+            SERVER.start_tcp(args.host, args.port)
+        elif args.ws:
+            SERVER.start_ws(args.host, args.port)
+        else:
+            lsp_in, lsp_out = private_stdio()
+            SERVER.start_io(lsp_in, lsp_out)
+    finally:
+        SERVER.sessions.kill_all()  # the client may have vanished without a shutdown
+
+
+def private_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """Move the LSP pipes to private descriptors; point fd 0 at /dev/null and fd 1 at stderr.
+
+    Kernels and REPLs are our children and inherit fds 0 and 1; so do C libraries that print.
+    One byte of theirs on the LSP stream corrupts it, and a child reading fd 0 would steal
+    requests. After this, nothing but the server's writer can reach the client.
+    """
+    sys.stdout.flush()
+    lsp_in = os.fdopen(os.dup(0), "rb", buffering=0)  # os.dup: not inherited by children
+    lsp_out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull)  # lives as long as the process
+    sys.stdout = sys.stderr
+    return lsp_in, lsp_out
+
+
+if __name__ == "__main__":
+    main()

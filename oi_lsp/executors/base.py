@@ -1,0 +1,85 @@
+"""The interface every executor (Jupyter kernel, subprocess REPL, ...) implements."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ..protocol import RunStatus
+
+ChunkKind = Literal["console", "image", "code"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove terminal escapes: neither the model nor a chat buffer can use them."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of output of a run: console text, an image, or displayed HTML."""
+
+    type: ChunkKind
+    format: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    status: RunStatus
+    error: str | None = None
+    exit_code: int | None = None
+
+
+Emit = Callable[[Chunk], None]
+
+
+class Executor(ABC):
+    """One persistent REPL of one language in one workspace.
+
+    Contract: `run` is cancellation-safe. A cancelled run interrupts its code and leaves the REPL
+    ready for the next run before the CancelledError propagates, so stop and timeout are both
+    plain task cancellation for the caller.
+    """
+
+    language: str
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def run(self, code: str, emit: Emit) -> RunResult:
+        """Run `code`, calling `emit` for every piece of output as it arrives."""
+
+    @abstractmethod
+    async def interrupt(self) -> None: ...
+
+    @abstractmethod
+    async def restart(self) -> None: ...
+
+    @abstractmethod
+    async def shutdown(self) -> None: ...
+
+    @abstractmethod
+    async def is_alive(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def pid(self) -> int | None: ...
+
+    async def execute(self, code: str, emit: Emit, timeout: float | None = None) -> RunResult:
+        """`run` with an optional time limit; on expiry the code is interrupted."""
+        if timeout is None:
+            return await self.run(code, emit)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self.run(code, emit)
+        except TimeoutError:
+            emit(Chunk("console", "output", f"\n[timed out after {timeout:g} s; interrupted]\n"))
+            return RunResult("timeout", f"timed out after {timeout:g} s")

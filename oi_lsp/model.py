@@ -1,0 +1,197 @@
+"""The model: litellm's streaming completion turned into plain events.
+
+litellm takes seconds to import, so it is loaded lazily: `warm_up()` loads it in a thread after
+`initialize`, and the first turn waits for that same load instead of importing it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from .settings import Settings
+
+SYSTEM_MESSAGE = """\
+You are Open Interpreter, a world-class programmer that can complete any goal by executing code.
+First, write a plan. Always recap the plan between each code block.
+When you execute code, it will be executed on the user's machine, in a persistent session: \
+variables and imports survive between runs. The user has given you full and complete permission \
+to execute any code necessary to complete the task; they approve each run.
+To run code, call the `execute` tool with a language and the code. Its result is the output.
+You can install new packages. You can access the internet only if the user's machine can.
+The working directory is the user's workspace folder. Write messages to the user in Markdown.
+In general, try to make plans with as few steps as possible. Try to do things in small, \
+informed steps: run a little code, look at the result, then continue.
+You are capable of almost any task, but you may be wrong: check your work."""
+
+CODE_BLOCK_SYSTEM_MESSAGE = """\
+To run code, write it in a fenced Markdown code block with its language, e.g. ```python. \
+Each such block is proposed to the user, run when they approve, and its output sent back to you."""
+
+EXECUTE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "execute",
+        "description": "Executes code on the user's machine, in a persistent session of that "
+                       "language, and returns the output.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "language": {"type": "string",
+                             "description": "The programming language, e.g. python or shell."},
+                "code": {"type": "string", "description": "The code to execute."},
+            },
+            "required": ["language", "code"],
+        },
+    },
+}
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it
+
+
+@dataclass(slots=True)
+class Reply:
+    """What one model call produced once its stream ended."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+class ModelError(Exception):
+    """A model call failed; the message says what to do about it (never the API key)."""
+
+
+# Lazy litellm ----------------------------------------------------------------------------------
+
+_loading: asyncio.Future[ModuleType] | None = None
+
+
+def _import_litellm() -> ModuleType:
+    # Offline, litellm would try to download its price map at import time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # litellm prints at import; stdout is the LSP stream
+    try:
+        import litellm
+    finally:
+        sys.stdout = real_stdout
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+def warm_up() -> asyncio.Future[ModuleType]:
+    """Start loading litellm in a thread (once); await the result to use it."""
+    global _loading
+    if _loading is None:
+        _loading = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+    return _loading
+
+
+def is_loaded() -> bool:
+    return "litellm" in sys.modules
+
+
+# Streaming -------------------------------------------------------------------------------------
+
+def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    if not settings.model:
+        raise ModelError(
+            "No model is configured. Set `model` (e.g. gpt-4o-mini with an OpenAI key in "
+            "OPENAI_API_KEY or `apiKey`, or ollama/llama3.1 for a local Ollama) in the `oi` "
+            "settings, or OI_MODEL in the environment.")
+    args: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": True}
+    if settings.tool_calls:
+        args["tools"] = [EXECUTE_TOOL]
+    if settings.api_base:
+        args["api_base"] = settings.api_base
+    if settings.api_key is not None:
+        args["api_key"] = settings.api_key.get_secret_value()
+    if settings.temperature is not None:
+        args["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        args["max_tokens"] = settings.max_tokens
+    return args
+
+
+async def stream(settings: Settings, messages: list[dict[str, Any]],
+                 reply: Reply) -> AsyncIterator[str]:
+    """Yield the reply's text as it streams; tool calls and finish reason land in `reply`."""
+    args = completion_args(settings, messages)
+    litellm = await warm_up()
+    try:
+        response = await litellm.acompletion(**args)
+        calls: dict[int, ToolCall] = {}
+        async for chunk in response:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if choice.finish_reason:
+                reply.finish_reason = choice.finish_reason
+            if delta is None:
+                continue
+            if delta.content:
+                reply.text += delta.content
+                yield delta.content
+            for piece in delta.tool_calls or ():
+                call = calls.setdefault(piece.index or 0, ToolCall("", "", ""))
+                if piece.id:
+                    call.id = piece.id
+                if piece.function is not None:
+                    call.name += piece.function.name or ""
+                    call.arguments += piece.function.arguments or ""
+        reply.tool_calls = [calls[i] for i in sorted(calls)]
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise ModelError(describe_error(exc, settings)) from None
+
+
+def describe_error(exc: Exception, settings: Settings) -> str:
+    """A clear, key-free sentence about a failed model call."""
+    status = getattr(exc, "status_code", None)
+    text = str(exc)
+    if settings.api_key is not None:
+        text = text.replace(settings.api_key.get_secret_value(), "***")
+    text = re.sub(r"(sk-|key-)[A-Za-z0-9_\-]{6,}", r"\1***", text)
+    where = f" at {settings.api_base}" if settings.api_base else ""
+    if status == 401:
+        return f"The model{where} refused the API key (401): check your API key."
+    if status == 429:
+        return f"The model{where} is rate limiting requests (429); try again shortly."
+    if status == 404:
+        return f"Model {settings.model!r} was not found{where} (404)."
+    if "Connection" in type(exc).__name__ or "connect" in text.lower():
+        return f"Could not reach the model{where}: {text.splitlines()[0] if text else exc!r}"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"Model error{f' ({status})' if status else ''}: {first}"
+
+
+# Fenced code blocks (for models that answer with Markdown instead of tool calls) ---------------
+
+_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+#.-]*)[^\n]*\n(?P<code>.*?)"
+                    r"^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def code_blocks(text: str, runnable: set[str]) -> list[tuple[str, str]]:
+    """(language, code) of each complete fenced block whose language can be run."""
+    blocks = []
+    for match in _FENCE.finditer(text):
+        lang = match["lang"].lower()
+        code = match["code"]
+        if lang in runnable and code.strip():
+            blocks.append((lang, code.rstrip("\n")))
+    return blocks

@@ -1,0 +1,250 @@
+"""The pygls server: one small handler per method. Each validates its params, finds the
+session, calls it and returns; the work is done in session.py and below."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from . import __version__, model, protocol
+from .approval import Answer, Approvals, UnknownProposal
+from .executors import registry
+from .jsonrpc import raw_params_converter
+from .protocol import (
+    ApproveParams,
+    ChatParams,
+    ConfigureParams,
+    ConfigureResult,
+    ExecuteParams,
+    HistoryResult,
+    InvalidParams,
+    LanguagesResult,
+    OkResult,
+    Proposal,
+    StopResult,
+    WorkspaceParams,
+)
+from .session import Busy, Session
+from .sessions import NotAWorkspace, Sessions
+from .settings import SettingsError, check, client_section, env_layer, split_known
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+
+class OIServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("oi-lsp", __version__, converter_factory=raw_params_converter)
+        self.approvals = Approvals()
+        self.store = Store()
+        self.env = env_layer()
+        self.client_settings: dict[str, Any] = {}
+        self.oi_client = False  # the client renders oi/stream and oi/proposal itself
+        self.sessions = Sessions(self._new_session)
+
+    def _new_session(self, workspace: str, folder: Path) -> Session:
+        return Session(workspace, folder, self, self.approvals, self.store,
+                       lambda: [self.env, self.client_settings])
+
+    # Link: what sessions need from the client ---------------------------------------------
+
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        self.protocol.notify(method, params)
+
+    async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
+        self.send(protocol.PROPOSAL, proposal.wire())
+        if self.oi_client:
+            return await answer
+        # A plain LSP client: ask with a message box; an oi/approve still counts if it comes.
+        box: asyncio.Future[Any] = asyncio.ensure_future(self.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Info,
+                message=f"Run this {proposal.language} code?\n\n{proposal.code}",
+                actions=[types.MessageActionItem("Run"), types.MessageActionItem("Skip")])))
+        try:
+            await asyncio.wait([box, answer], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            box.cancel()
+        if answer.done():
+            return answer.result()
+        action = box.result()
+        return Answer("run" if getattr(action, "title", None) == "Run" else "skip")
+
+    def show_text(self, text: str, error: bool = False) -> None:
+        if error:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Error, message=f"oi-lsp: {text}"))
+        elif not self.oi_client:
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Info,
+                                                           message=text))
+
+    # Settings ---------------------------------------------------------------------------
+
+    def apply_client_settings(self, raw: Any) -> None:
+        """New values from the client; a wrong value is reported and the old one kept."""
+        values, _ = split_known(client_section(raw))
+        good: dict[str, Any] = {}
+        for key, value in values.items():
+            try:
+                check({key: value})
+                good[key] = value
+            except SettingsError as exc:
+                self.show_text(str(exc), error=True)
+        self.client_settings = {**self.client_settings, **good}
+
+
+SERVER = OIServer()
+
+
+def _session(ls: OIServer, params: WorkspaceParams | ApproveParams,
+             hint: str | None = None) -> Session:
+    try:
+        return ls.sessions.resolve(params.workspace, hint)
+    except NotAWorkspace as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+
+
+def _parse(model_cls: type[protocol.M], params: Any) -> protocol.M:
+    try:
+        return protocol.parse(model_cls, params)
+    except InvalidParams as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+
+
+# LSP lifecycle ------------------------------------------------------------------------------
+
+@SERVER.feature(types.INITIALIZE)
+def initialize(ls: OIServer, params: types.InitializeParams) -> None:
+    experimental = params.capabilities.experimental
+    ls.oi_client = isinstance(experimental, dict) and bool(experimental.get("oi"))
+    ls.apply_client_settings(params.initialization_options)
+    folders = [f.uri for f in params.workspace_folders or ()]
+    if not folders and params.root_uri:
+        folders = [params.root_uri]
+    for uri in folders:
+        try:
+            ls.sessions.add_folder(uri)
+        except NotAWorkspace as exc:
+            log.warning("%s", exc)
+
+
+@SERVER.feature(types.INITIALIZED)
+def initialized(ls: OIServer, params: types.InitializedParams) -> None:
+    model.warm_up()  # load litellm in the background so the first turn does not wait
+
+
+@SERVER.feature(types.SHUTDOWN)
+async def shutdown(ls: OIServer, params: None) -> None:
+    await ls.sessions.close_all()
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def did_change_folders(ls: OIServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    for folder in params.event.removed:
+        await ls.sessions.remove_folder(folder.uri)
+    for folder in params.event.added:
+        try:
+            ls.sessions.add_folder(folder.uri)
+        except NotAWorkspace as exc:
+            log.warning("%s", exc)
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: OIServer,
+                                   params: types.DidChangeConfigurationParams) -> None:
+    if isinstance(params.settings, dict) and params.settings:
+        ls.apply_client_settings(params.settings)
+        return
+    # Pull model: the notification carries nothing; ask for the section.
+    try:
+        values = await ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section="oi")]))
+    except JsonRpcException as exc:
+        log.warning("could not read the oi configuration: %s", exc)
+        return
+    if values:
+        ls.apply_client_settings(values[0])
+
+
+# oi/* requests -----------------------------------------------------------------------------
+
+@SERVER.feature(protocol.CHAT)
+async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ChatParams, params)
+    session = _session(ls, p, p.context.uri if p.context else None)
+    try:
+        return (await session.chat(p)).wire()
+    except Busy as exc:
+        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
+
+
+@SERVER.feature(protocol.APPROVE)
+def approve(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ApproveParams, params)
+    workspace = None
+    if p.workspace:
+        workspace = _session(ls, p).workspace
+    try:
+        ls.approvals.answer(p.proposal_id, Answer(p.decision, p.code), workspace)
+    except UnknownProposal as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+    return OkResult().wire()
+
+
+@SERVER.feature(protocol.EXECUTE)
+async def execute(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ExecuteParams, params)
+    return (await _session(ls, p).execute(p)).wire()
+
+
+@SERVER.feature(protocol.STOP)
+async def stop(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    return StopResult(stopped=await _session(ls, p).stop()).wire()
+
+
+@SERVER.feature(protocol.RESET)
+async def reset(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    await _session(ls, p).reset()
+    return OkResult().wire()
+
+
+@SERVER.feature(protocol.HISTORY)
+def history(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    session = _session(ls, p)
+    return HistoryResult(workspace=session.workspace, messages=session.messages).wire()
+
+
+@SERVER.feature(protocol.CONFIGURE)
+def configure(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ConfigureParams, params)
+    session = _session(ls, p)
+    try:
+        settings, unknown = session.configure(dict(p.model_extra or {}))
+    except SettingsError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+    return ConfigureResult(settings=settings.public(),
+                           warnings=[f"unknown setting {k!r} ignored" for k in unknown]).wire()
+
+
+@SERVER.feature(protocol.LANGUAGES)
+def languages(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    kernel = _session(ls, p).settings().kernel_name
+    return LanguagesResult(languages=registry.describe(kernel)).wire()
+
+
+@SERVER.command(protocol.CHAT_COMMAND)
+async def chat_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    """`oi.chat` through workspace/executeCommand, for clients that only know plain LSP."""
+    arg = args[0] if args else None
+    params = {"message": arg} if isinstance(arg, str) else arg
+    return await chat(ls, params)

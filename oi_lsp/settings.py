@@ -1,0 +1,97 @@
+"""The settings model and how layers of values (env, client, workspace) combine."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic.alias_generators import to_camel
+
+log = logging.getLogger(__name__)
+
+
+class Settings(BaseModel):
+    """Effective settings of one session. camelCase on the wire (see docs/protocol.md)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
+    auto_run: bool = False
+    system_message: str | None = None
+    max_output: int = Field(default=2800, gt=0)
+    execution_timeout: float | None = Field(default=None, gt=0)
+    max_steps: int = Field(default=30, gt=0)
+    tool_calls: bool = True
+    kernel_name: str = "python3"
+
+    def public(self) -> dict[str, Any]:
+        """The settings as shown to clients: never the key itself."""
+        data = self.model_dump(by_alias=True, exclude={"api_key"}, mode="json")
+        data["apiKeySet"] = self.api_key is not None
+        return data
+
+
+_FIELDS = {f.alias or name: name for name, f in Settings.model_fields.items()}
+_KNOWN = set(_FIELDS) | set(_FIELDS.values())
+
+
+class SettingsError(ValueError):
+    """A value of the wrong type; the message names the key (never the value of apiKey)."""
+
+
+def env_layer(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Defaults from the environment, for editors without a settings UI."""
+    environ = os.environ if environ is None else environ
+    layer: dict[str, Any] = {}
+    for var, key in (("OI_MODEL", "model"), ("OI_API_BASE", "apiBase"), ("OI_API_KEY", "apiKey")):
+        if environ.get(var):
+            layer[key] = environ[var]
+    return layer
+
+
+def split_known(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Keep the keys Settings knows; return the others' names so they can be reported."""
+    known = {k: v for k, v in values.items() if k in _KNOWN}
+    unknown = sorted(k for k in values if k not in _KNOWN)
+    for key in unknown:
+        log.warning("ignoring unknown setting %r", key)
+    return known, unknown
+
+
+def check(layer: Mapping[str, Any]) -> None:
+    """Raise SettingsError naming every key of `layer` whose value has the wrong type."""
+    try:
+        Settings.model_validate(dict(layer))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            # Pydantic's message can echo the input; for the key, name the problem only.
+            msg = "expected a string" if key in ("apiKey", "api_key") else err["msg"]
+            problems.append(f"setting {key!r}: {msg}")
+        raise SettingsError("; ".join(problems)) from None
+
+
+def combine(*layers: Mapping[str, Any]) -> Settings:
+    """Later layers win key by key; each layer must already have passed check()."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            merged[_FIELDS.get(key, key)] = value
+    return Settings.model_validate(merged)
+
+
+def client_section(raw: Any) -> dict[str, Any]:
+    """The `oi` section of initializationOptions or didChangeConfiguration settings."""
+    if not isinstance(raw, Mapping):
+        return {}
+    section = raw.get("oi", raw)
+    return dict(section) if isinstance(section, Mapping) else {}

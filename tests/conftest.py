@@ -1,0 +1,77 @@
+"""Fixtures: the scripted model server, and real oi-lsp servers over stdio."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oi_lsp.client import OIClient
+from tests.modelserver import ModelServer
+
+StartServer = Callable[..., Awaitable[OIClient]]
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[ModelServer]:
+    server = ModelServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model(model_server: ModelServer) -> ModelServer:
+    """The scripted model, with an empty script and no recorded requests."""
+    model_server.reset()
+    return model_server
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+async def start_server(model: ModelServer, data_dir: Path) -> AsyncIterator[StartServer]:
+    """Start a real `oi-lsp` over stdio and initialize it; every one is shut down after."""
+    clients: list[OIClient] = []
+
+    async def start(*workspaces: Path, options: dict[str, Any] | None = None, oi: bool = True,
+                    env: dict[str, str] | None = None, initialize: bool = True) -> OIClient:
+        client = OIClient()
+        await client.start(env={"OI_LSP_DATA_DIR": str(data_dir), **(env or {})})
+        clients.append(client)
+        if initialize:
+            await client.initialize(workspaces, options=model.settings() if options is None
+                                    else options, oi=oi)
+        return client
+
+    yield start
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+async def client(start_server: StartServer, workspace: Path) -> OIClient:
+    """A server with one workspace folder, pointed at the scripted model."""
+    return await start_server(workspace)
+
+
+async def next_proposal(client: OIClient, since: int = 0, timeout: float = 30) -> dict[str, Any]:
+    return await client.wait_for("oi/proposal", timeout=timeout, since=since)
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    """The tool results a model request carried, in order."""
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
