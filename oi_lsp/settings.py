@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 class Settings(BaseModel):
     """Effective settings of one session. camelCase on the wire (see docs/protocol.md)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              strict=True)
 
     model: str | None = None
     api_base: str | None = None

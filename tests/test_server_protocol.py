@@ -1,0 +1,201 @@
+"""The server as an LSP peer: bad params, plain clients, settings, transports, streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from oi_lsp.client import OIClient, server_command, to_uri
+from tests import modelserver as ms
+from tests.conftest import StartServer, next_proposal, tool_results
+from tests.modelserver import ModelServer
+
+BAD_PARAMS: dict[str, list[Any]] = {
+    "oi/chat": [None, [], "hi", {}, {"message": 3}, {"message": ""},
+                {"message": "x", "context": "nope"}, {"message": "x", "workspace": 7},
+                {"message": "x", "workspace": "file:///no/such/folder"}],
+    "oi/approve": [{}, {"proposalId": "p"}, {"proposalId": "p", "decision": "maybe"},
+                   {"proposalId": "p", "decision": "edit"}, {"proposalId": 5, "decision": "run"},
+                   {"proposalId": "never-issued", "decision": "run"}],
+    "oi/execute": [{}, {"language": "python"}, {"code": "1"}, {"language": 1, "code": "1"},
+                   {"language": "python", "code": "1", "timeout": -1}],
+    "oi/stop": [[1], {"workspace": 1}],
+    "oi/reset": ["x", {"workspace": ["a"]}],
+    "oi/history": [3, {"workspace": False}],
+    "oi/configure": [[], {"autoRun": "yes"}, {"maxOutput": "big"}, {"temperature": 9}],
+    "oi/languages": ["all"],
+}
+
+
+async def test_malformed_params_get_invalid_params(client: OIClient) -> None:
+    await client.execute("python", "kept = 1")
+    for method, cases in BAD_PARAMS.items():
+        for params in cases:
+            future = client.lsp.protocol.send_request(method, params)
+            with pytest.raises(Exception) as info:
+                result = await asyncio.wait_for(asyncio.wrap_future(future), 30)
+                pytest.fail(f"{method} {params!r} was accepted: {result!r}")
+            assert getattr(info.value, "code", None) == -32602, (method, params, info.value)
+    # The server kept serving, and nothing was lost.
+    after = await client.execute("python", "print(kept)")
+    assert after["outputs"][0]["content"] == "1\n"
+
+
+async def test_invalid_params_name_the_field(client: OIClient) -> None:
+    with pytest.raises(Exception, match="decision"):
+        await client.request("oi/approve", {"proposalId": "p", "decision": "maybe"})
+    with pytest.raises(Exception, match="message"):
+        await client.request("oi/chat", {"message": 3})
+
+
+async def test_plain_lsp_client_fallback(start_server: StartServer, model: ModelServer,
+                                         workspace: Path) -> None:
+    client = await start_server(workspace, oi=False)
+    client.message_box = lambda message, actions: "Run"
+    model.script(ms.tool("python", "print('via message box')"), ms.text("Done it."))
+    result = await client.chat("go")
+    assert result["status"] == "done"
+    box = await client.wait_for("window/showMessageRequest")
+    assert box["actions"] == ["Run", "Skip"] and "via message box" in box["message"]
+    assert "via message box" in client.stream(result["turnId"], "console")
+    logged = await client.wait_for("window/logMessage",
+                                   lambda p: p["message"] == "Done it.")
+    assert logged["type"] == int(types.MessageType.Info)
+
+    since = len(client.notifications)
+    client.message_box = lambda message, actions: "Skip"
+    model.script(ms.tool("python", "print('should not run')"), ms.text("Skipped."))
+    via_command = await client.lsp.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="oi.chat", arguments=["again"]))
+    assert via_command["status"] == "done"
+    assert "should not run" not in client.stream(via_command["turnId"], "console")
+    await client.wait_for("window/showMessageRequest", since=since)
+
+
+async def test_initialize_does_not_import_litellm(model: ModelServer, data_dir: Path,
+                                                  workspace: Path) -> None:
+    client = OIClient()
+    # -X importtime makes the interpreter report every import on stderr as it happens.
+    await client.start([sys.executable, "-X", "importtime", "-m", "oi_lsp"],
+                       env={"OI_LSP_DATA_DIR": str(data_dir)})
+    try:
+        await client.lsp.initialize_async(types.InitializeParams(
+            capabilities=types.ClientCapabilities(experimental={"oi": True}),
+            workspace_folders=[types.WorkspaceFolder(uri=to_uri(workspace), name="ws")],
+            initialization_options=model.settings()))
+        await client.execute("python", "1")  # a full request later: stderr has caught up
+        assert b"litellm" not in client.stderr
+        client.lsp.initialized(types.InitializedParams())  # now it loads in the background
+        model.script(ms.text("loaded"))
+        assert (await client.chat("hi"))["status"] == "done"
+        assert b"| litellm" in client.stderr
+    finally:
+        await client.close()
+
+
+async def test_settings_layers_and_configure(start_server: StartServer, model: ModelServer,
+                                             workspace: Path) -> None:
+    client = await start_server(workspace, options={"oi": {"maxOutput": 10, "bogus": 1,
+                                                           "autoRun": "not a bool"}},
+                                env={"OI_MODEL": "openai/scripted", "OI_API_BASE": model.url,
+                                     "OI_API_KEY": "sk-from-env"})
+    bad = await client.wait_for("window/showMessage")
+    assert "autoRun" in bad["message"]
+    effective = (await client.request("oi/configure", {}))["settings"]
+    assert effective["model"] == "openai/scripted" and effective["maxOutput"] == 10
+    assert effective["autoRun"] is False and effective["apiKeySet"] is True
+    assert "apiKey" not in effective
+    result = await client.request("oi/configure", {"temperature": 0.5, "mystery": True})
+    assert result["settings"]["temperature"] == 0.5
+    assert result["warnings"] == ["unknown setting 'mystery' ignored"]
+
+    client.lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"oi": {"maxOutput": 20}}))
+    await asyncio.sleep(0.2)
+    assert (await client.request("oi/configure", {}))["settings"]["maxOutput"] == 20
+
+    # The pull model: no settings in the notification; the server asks for section `oi`.
+    client.configuration = {"maxOutput": 30}
+    client.lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings=None))
+    for _ in range(50):
+        if (await client.request("oi/configure", {}))["settings"]["maxOutput"] == 30:
+            break
+        await asyncio.sleep(0.1)
+    assert (await client.request("oi/configure", {}))["settings"]["maxOutput"] == 30
+
+    # A 41-character output (with its newline) comes back trimmed to 30: start and end kept.
+    model.script(ms.tool("python", "print('A' * 20 + 'Z' * 20)"), ms.text("ok"))
+    chat = asyncio.create_task(client.chat("print"))
+    await client.approve((await next_proposal(client))["proposalId"], "run")
+    await chat
+    told = tool_results(model.requests[1])[0]
+    assert told.startswith("A" * 15 + "\n[... 11 characters omitted ...]\n" + "Z" * 14)
+
+
+async def test_workspace_folders_change(start_server: StartServer, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    client = await start_server(a)
+    client.lsp.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(
+            added=[types.WorkspaceFolder(uri=to_uri(b), name="b")], removed=[])))
+    out = await client.execute("python", "import os; print(os.getcwd())", workspace=to_uri(b))
+    assert out["outputs"][0]["content"].strip() == str(b.resolve())
+    # With no workspace given, a request goes to the folder holding the context file.
+    history = await client.request("oi/history", {"workspace": to_uri(b) + "/"})
+    assert history["workspace"] == to_uri(b)
+
+
+async def test_output_flood_is_coalesced(client: OIClient) -> None:
+    since = len(client.notifications)
+    result = await client.execute("python", "for i in range(200_000): print(i)")
+    assert result["status"] == "ok"
+    text = result["outputs"][0]["content"]
+    assert text == "".join(f"{i}\n" for i in range(200_000))
+    chunks = [p for m, p in client.notifications[since:] if m == "oi/stream"
+              and p["turnId"] == result["turnId"] and p["type"] == "console"]
+    assert "".join(p.get("content") or "" for p in chunks) == text
+    assert len(chunks) < 500  # 200,000 prints, a few hundred notifications at most
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("transport", ["--tcp", "--ws"])
+async def test_network_transports(transport: str, data_dir: Path, workspace: Path) -> None:
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(
+        *server_command(), transport, "--port", str(port),
+        env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir)},
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL)
+    client = OIClient()
+    try:
+        for _ in range(100):
+            try:
+                if transport == "--tcp":
+                    await client.lsp.start_tcp("127.0.0.1", port)
+                else:
+                    await client.lsp.start_ws("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        await client.initialize([workspace], options={})
+        out = await client.execute("python", "print('over the network')")
+        assert out["outputs"][0]["content"] == "over the network\n"
+    finally:
+        proc.kill()
+        await proc.wait()
+        await client.lsp.stop()
