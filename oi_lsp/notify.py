@@ -81,12 +81,12 @@ class Streamer:
             text = "".join(self._parts)
             self._parts.clear()
             self._size = 0
+            self._last = time.monotonic()  # only content counts toward the rate limit
             self._emit(self._open, content=text)
 
     def _emit(self, key: Key, *, content: str | None = None, start: bool = False,
               end: bool = False) -> None:
         turn_id, role, type_, format_ = key
-        self._last = time.monotonic()
         self.sent += 1
         chunk = protocol.StreamChunk(turn_id=turn_id, workspace=self._workspace, role=role,
                                      type=type_, format=format_, content=content,
