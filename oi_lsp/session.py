@@ -119,7 +119,7 @@ class Session:
         except registry.UnknownLanguage as exc:
             emit(Chunk("console", "output", f"{exc}\n"))
             return RunResult("error", str(exc))
-        except (OSError, RuntimeError) as exc:  # a REPL that cannot start
+        except Exception as exc:  # a REPL that cannot start: say so, keep serving
             log.exception("could not run %s code", language)
             emit(Chunk("console", "output", f"could not start {language}: {exc}\n"))
             return RunResult("error", f"could not start {language}: {exc}")

@@ -199,3 +199,14 @@ async def test_network_transports(transport: str, data_dir: Path, workspace: Pat
         proc.kill()
         await proc.wait()
         await client.lsp.stop()
+
+
+async def test_kernel_that_cannot_start_is_a_clear_error(start_server: StartServer,
+                                                        model: ModelServer,
+                                                        workspace: Path) -> None:
+    client = await start_server(workspace, options=model.settings(kernelName="no-such-kernel"))
+    result = await client.execute("python", "print(1)")
+    assert result["status"] == "error" and "could not start python" in result["error"]
+    assert "no-such-kernel" in result["outputs"][0]["content"]
+    again = await client.execute("python", "print(1)")  # tried again, same clear answer
+    assert again["status"] == "error"

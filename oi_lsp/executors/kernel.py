@@ -41,8 +41,10 @@ class KernelExecutor(Executor):
     # Lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the kernel once; concurrent callers wait for the same start."""
-        if self._ready is None:
+        """Start the kernel once; concurrent callers wait for the same start. A start that
+        failed is tried again by the next caller."""
+        if self._ready is None or (self._ready.done() and (self._ready.cancelled()
+                                                            or self._ready.exception())):
             self._ready = asyncio.create_task(self._start())
         await asyncio.shield(self._ready)
 
