@@ -7,6 +7,7 @@ litellm takes seconds to import, so it is loaded lazily: `warm_up()` loads it in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -133,6 +134,9 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
     litellm = await warm_up()
     try:
         response = await litellm.acompletion(**args)
+    except Exception as exc:
+        raise ModelError(describe_error(exc, settings)) from None
+    try:
         calls: dict[int, ToolCall] = {}
         async for chunk in response:
             if not chunk.choices:
@@ -158,6 +162,13 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
         raise
     except Exception as exc:
         raise ModelError(describe_error(exc, settings)) from None
+    finally:
+        # Close the HTTP stream at once: on stop, a hosted model would go on generating
+        # (and billing) tokens nobody reads.
+        aclose = getattr(response, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
 
 
 def describe_error(exc: Exception, settings: Settings) -> str:

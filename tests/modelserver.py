@@ -55,6 +55,7 @@ class ModelServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.default: Reply = text("(the script has no more replies)")
+        self.disconnects = 0  # streams the client closed before their end
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -81,6 +82,7 @@ class ModelServer:
             self.replies.clear()
             self.requests.clear()
             self.headers.clear()
+            self.disconnects = 0
 
     def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
         with self._lock:
@@ -124,7 +126,7 @@ class ModelServer:
                 try:
                     self._stream(reply)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client stopped reading: that is what stop does
+                    server.disconnects += 1  # the client hung up: that is what stop does
 
             def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None,
                       ) -> None:

@@ -216,3 +216,19 @@ async def test_context_reaches_model(client: OIClient, model: ModelServer,
     await client.chat("explain", context=context)
     sent = model.requests[0]["messages"][-1]["content"]
     assert "y = x ** 2" in sent and "m.py" in sent and "lines 3-3" in sent
+
+
+async def test_stop_closes_a_slow_model_stream(client: OIClient, model: ModelServer) -> None:
+    model.script(ms.text("word " * 100, pieces=100, delay=0.1))  # ten seconds of text
+    chat = asyncio.create_task(client.chat("talk"))
+    await client.wait_for("oi/stream", lambda p: p["type"] == "message" and bool(p.get("content")))
+    await client.request("oi/stop", {})
+    result = await asyncio.wait_for(chat, 10)
+    assert result["status"] == "stopped"
+    for _ in range(50):  # the server hung up: the model stops generating
+        if model.disconnects:
+            break
+        await asyncio.sleep(0.1)
+    assert model.disconnects == 1
+    history = (await client.request("oi/history", {}))["messages"]
+    assert history[-1]["role"] == "assistant" and history[-1]["content"].startswith("word")
