@@ -83,8 +83,10 @@ class Sessions:
 
     async def close_all(self) -> None:
         for key in list(self._sessions):
-            session = self._sessions.pop(key)
-            await session.close()
+            # A folder removal still closing may have taken it meanwhile.
+            session = self._sessions.pop(key, None)
+            if session is not None:
+                await session.close()
 
     def kill_all(self) -> None:
         """Last resort when the loop is gone (client vanished): no kernel outlives us."""

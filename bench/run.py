@@ -1,0 +1,514 @@
+"""oi-lsp benchmark: speed, memory and scale against raw jupyter_client and Open Interpreter.
+
+    .venv/bin/python -m bench.run            # the full run (about 15 minutes on 2 cores)
+    .venv/bin/python -m bench.run --quick    # a short run (fewer repeats, fewer workspaces)
+
+The real server runs over stdio, driven by oi_lsp.client as an editor drives it. Baseline A
+(raw jupyter_client) runs in this process and baseline B (Open Interpreter's
+`interpreter.computer.run`) in a child process of its own venv; every repeated figure is
+measured interleaved with its baselines, so a noisy machine slows all sides alike.
+Results go to the terminal and to bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oi_lsp.client import server_command
+from tests import modelserver as ms
+from tests.modelserver import ModelServer
+
+from .driver import NO_COALESCING, PeakRSS, Server, rss, tree_rss, wait_idle_cpu
+from .open_interpreter import OpenInterpreter, ensure_venv
+from .raw_kernel import RawKernel, cold_first_result
+from .report import Report, Row, mib, package_versions
+from .stats import Summary, ratio, summarize
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+WARM = "x = x + 1"
+SCALE_CODE = "y = sum(range(100_000))"
+
+
+@dataclass(slots=True)
+class Config:
+    runs: int  # repeats of cheap figures (round trips)
+    heavy: int  # repeats of expensive ones (cold starts, floods, model turns, scale rounds)
+    flood_lines: int
+    workspaces: int
+    pieces: int  # streamed text pieces per model reply
+    oi: bool  # measure baseline B
+    output: Path
+
+    def describe(self) -> str:
+        return (f"{self.runs} runs of round trips, {self.heavy} of cold starts / floods / model "
+                f"turns / scale rounds, flood of {self.flood_lines:,} lines, "
+                f"{self.workspaces} workspaces, {self.pieces} streamed pieces per reply")
+
+
+def parse_args(argv: list[str] | None) -> Config:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a short run")
+    p.add_argument("--runs", type=int, help="repeats of round trips (default 30, quick 5)")
+    p.add_argument("--heavy", type=int, help="repeats of expensive figures (default 20, quick 3)")
+    p.add_argument("--flood-lines", type=int, default=200_000)
+    p.add_argument("--workspaces", type=int, help="workspaces at once (default 20, quick 4)")
+    p.add_argument("--pieces", type=int, help="pieces per streamed reply (default 20, quick 8)")
+    p.add_argument("--no-oi", action="store_true", help="skip baseline B (Open Interpreter)")
+    p.add_argument("--output", type=Path, default=RESULTS, help="where to write the results")
+    a = p.parse_args(argv)
+    q = a.quick
+    return Config(runs=a.runs or (5 if q else 30), heavy=a.heavy or (3 if q else 20),
+                  flood_lines=a.flood_lines, workspaces=a.workspaces or (4 if q else 20),
+                  pieces=a.pieces or (8 if q else 20), oi=not a.no_oi, output=a.output)
+
+
+class TimedModelServer(ModelServer):
+    """The scripted model server, noting when each SSE chunk left it (perf_counter, delta).
+
+    It runs in a thread of this process, so its clock is the client's clock."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[float, dict[str, Any]]] = []
+        super().__init__()
+
+    def _handler(self) -> Any:
+        base = super()._handler()
+        server = self
+
+        class Timed(base):  # type: ignore[misc, valid-type]
+            def _send(self, delta: dict[str, Any], finish: str | None = None) -> None:
+                super()._send(delta, finish)
+                server.sent.append((time.perf_counter(), delta))
+
+        return Timed
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def verdict(ok: bool | None) -> str:
+    return "—" if ok is None else ("met" if ok else "MISSED")
+
+
+class Bench:
+    def __init__(self, config: Config, root: Path) -> None:
+        self.c = config
+        self.root = root
+        self.report = Report(workload=config.describe())
+        self.model = TimedModelServer().start()
+        self.data = self.folder("data")
+        self.oi: OpenInterpreter | None = None
+        self.oi_note = ""
+
+    def folder(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def log(self, text: str) -> None:
+        print(f"... {text}", file=sys.stderr, flush=True)
+
+    # Baseline B ---------------------------------------------------------------------------
+
+    async def start_oi(self) -> None:
+        if not self.c.oi:
+            self.oi_note = "baseline B skipped (--no-oi)"
+            return
+        python, why = await asyncio.to_thread(ensure_venv, self.log)
+        if python is None:
+            self.oi_note = f"baseline B skipped: {why}"
+            return
+        oi = OpenInterpreter(python, self.folder("ws-oi"))
+        try:
+            await oi.start()
+            await oi.timed("python", "x = 0")
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            self.oi_note = f"baseline B skipped: Open Interpreter did not start: {exc}"
+            await oi.close()
+            return
+        self.oi = oi
+
+    async def oi_timed(self, language: str, code: str, timeout: float = 300) -> float | None:
+        """A baseline B run, or None once B has failed (it is then left out, said so)."""
+        if self.oi is None:
+            return None
+        try:
+            return await self.oi.timed(language, code, timeout)
+        except (RuntimeError, TimeoutError, OSError) as exc:
+            self.report.note(f"baseline B stopped after a failure ({code[:40]!r}): {exc}")
+            self.oi_note = f"baseline B failed: {exc}"
+            proc, self.oi = self.oi.proc, None
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+            return None
+
+    def b_cells(self, ours: Summary | None, b: Summary | None, unit: str = "ms",
+                ) -> tuple[str, str]:
+        if b is None:
+            return self.oi_note or "baseline B not measured", "—"
+        return "B " + (b.ms() if unit == "ms" else b.s()), fmt_ratio(ratio(ours, b))
+
+    # The run -----------------------------------------------------------------------------
+
+    async def run(self) -> Report:
+        await self.start_oi()
+        self.report.versions = package_versions("oi-lsp", "pygls", "jupyter_client",
+                                                "ipykernel", "litellm", "psutil")
+        self.report.versions["open-interpreter"] = self.oi.version if self.oi else "not used"
+        if self.oi_note:
+            self.report.note(self.oi_note)
+        try:
+            await self.startup()
+            await self.main_server()
+        finally:
+            if self.oi is not None:
+                await self.oi.close()
+            self.model.stop()
+        return self.report
+
+    async def startup(self) -> None:
+        """Metrics 3b and 6a: fresh servers, initialize → first result, litellm laziness."""
+        self.log("fresh servers: initialize latency and initialize → first result")
+        init, first, raw_first = [], [], []
+        for i in range(self.c.heavy):
+            ws = self.folder(f"cold-{i}")
+            server = Server(self.data)
+            await server.start()
+            try:
+                init.append(await server.initialize([ws], self.model.settings()))
+                started = time.perf_counter() - init[-1]
+                await server.timed("x = 1", ws)
+                first.append(time.perf_counter() - started)
+            finally:
+                await server.close()
+            raw_first.append(await cold_first_result(self.folder(f"cold-raw-{i}"), "x = 1"))
+        s_init, s_first, s_raw = summarize(init), summarize(first), summarize(raw_first)
+        assert s_init and s_first and s_raw
+        self.report.add(Row("6a", "initialize latency (request → answer)", s_init.ms()))
+        self.report.add(Row("3b", "initialize → first result (fresh server, new workspace)",
+                            s_first.ms(), f"A: start kernel + first run {s_raw.ms()}",
+                            fmt_ratio(ratio(s_first, s_raw))))
+        await self.litellm_laziness()
+
+    async def litellm_laziness(self) -> None:
+        """Import tracing (-X importtime) shows whether litellm was loaded by `initialize`."""
+        server = Server(self.data, [sys.executable, "-X", "importtime", "-m", "oi_lsp"])
+        await server.start()
+        from lsprotocol import types
+        try:
+            await server.client.lsp.initialize_async(types.InitializeParams(
+                capabilities=types.ClientCapabilities(experimental={"oi": True}),
+                process_id=None, workspace_folders=None))
+            await asyncio.sleep(1.0)  # whatever initialize started has had time to show
+            early = b"| litellm\n" in server.client.stderr
+            # The check must be able to see litellm: after `initialized` the server loads it.
+            server.client.lsp.initialized(types.InitializedParams())
+            seen_later = False
+            for _ in range(120):
+                if b"| litellm\n" in server.client.stderr:
+                    seen_later = True
+                    break
+                await asyncio.sleep(0.25)
+        finally:
+            await server.close()
+        detail = ("litellm not imported when initialize answered"
+                  if not early else "litellm was imported before initialize answered")
+        if not seen_later:
+            detail += " (and the import trace never showed it later: check inconclusive)"
+        self.report.add(Row("6b", "litellm imported by initialize?", "yes" if early else "no",
+                            target="not imported",
+                            verdict=verdict(not early and seen_later)))
+        self.report.note(f"6b: {detail}; traced with python -X importtime")
+
+    async def main_server(self) -> None:
+        ws = self.folder("ws")
+        on = Server(self.data)
+        off = Server(self.data, NO_COALESCING)
+        raw = RawKernel(self.folder("ws-raw"))
+        await asyncio.gather(on.start(), off.start())
+        try:
+            await on.initialize([ws], self.model.settings(autoRun=True))
+            await off.initialize([self.folder("ws-off")], self.model.settings())
+            await raw.start()
+            for side in (on.timed("x = 0"), off.timed("x = 0"), raw.timed("x = 0")):
+                await side
+            await self.warm(on, off, raw)
+            await self.shell(on)
+            await self.idle_memory(on)
+            await self.first_execute(on)
+            await self.flood(on, off, raw)
+            await self.model_turns(on)
+            await self.scale(on)
+        finally:
+            await raw.shutdown()
+            await asyncio.gather(on.close(), off.close())
+
+    async def interleave(self, sides: dict[str, Callable[[], Awaitable[float | None]]],
+                         n: int, warmup: int = 2) -> dict[str, Summary | None]:
+        """Run each side once per round, rounds `n` times; warm-up rounds are not counted."""
+        values: dict[str, list[float]] = {k: [] for k in sides}
+        for i in range(warmup + n):
+            for name, side in sides.items():
+                value = await side()
+                if i >= warmup and value is not None:
+                    values[name].append(value)
+        return {k: summarize(v) for k, v in values.items()}
+
+    async def warm(self, on: Server, off: Server, raw: RawKernel) -> None:
+        self.log("warm round trips")
+        r = await self.interleave({
+            "ours": lambda: on.timed(WARM), "off": lambda: off.timed(WARM),
+            "A": lambda: raw.timed(WARM), "B": lambda: self.oi_timed("python", WARM)},
+            self.c.runs)
+        ours, a, b = r["ours"], r["A"], r["B"]
+        assert ours and a and r["off"]
+        self.warm_median = ours.median
+        rat = ratio(ours, a)
+        self.report.add(Row("1a", f"warm `{WARM}` via oi/execute", ours.ms(), "A " + a.ms(),
+                            fmt_ratio(rat), "≤ 1.3× A", verdict(rat is not None and rat <= 1.3)))
+        base, rat_b = self.b_cells(ours, b)
+        self.report.add(Row("1b", f"warm `{WARM}` via oi/execute", ours.ms(), base, rat_b,
+                            "faster than B", verdict(None if b is None
+                                                     else ours.median < b.median)))
+        self.report.add(Row("8a", "warm round trip, coalescing off", r["off"].ms(),
+                            "coalescing on " + ours.ms(), fmt_ratio(ratio(r["off"], ours))))
+
+    async def shell(self, on: Server) -> None:
+        self.log("warm shell round trips")
+        _, probe = await on.execute("echo hi", language="shell")
+        if probe["status"] != "ok":
+            text = "".join(o.get("content", "") for o in probe.get("outputs", []))
+            self.report.add(Row("2", "warm shell `echo hi` via oi/execute",
+                                "shell executor not available", verdict="skipped"))
+            self.report.note(f"2: oi/execute shell answered {probe['status']}: "
+                             f"{text.strip()[:120]}")
+            return
+        r = await self.interleave({
+            "ours": lambda: on.timed("echo hi", language="shell"),
+            "B": lambda: self.oi_timed("shell", "echo hi")}, self.c.runs)
+        ours, b = r["ours"], r["B"]
+        assert ours
+        base, rat_b = self.b_cells(ours, b)
+        self.report.add(Row("2", "warm shell `echo hi` via oi/execute", ours.ms(), base, rat_b,
+                            "faster than B", verdict(None if b is None
+                                                     else ours.median < b.median)))
+
+    async def idle_memory(self, on: Server) -> None:
+        await wait_idle_cpu([on.pid])
+        self.idle_server = rss(on.pid)
+        self.idle_tree = tree_rss(on.pid)
+        self.report.add(Row("6c", "server RSS idle (1 workspace, litellm loaded)",
+                            mib(self.idle_server),
+                            f"with its kernel: {mib(self.idle_tree)}"))
+
+    async def first_execute(self, on: Server) -> None:
+        """Metric 3: a workspace opened a second ago answers its first run almost warm."""
+        self.log("first execute in newly opened workspaces")
+        times = []
+        for i in range(self.c.heavy):
+            ws = self.folder(f"new-{i}")
+            on.open_folders([ws])
+            await asyncio.sleep(1.0)
+            times.append(await on.timed("x = 1", ws))
+            on.close_folders([ws])
+        s = summarize(times)
+        assert s
+        limit = 2 * self.warm_median
+        self.report.add(Row("3a", "first execute, workspace open for 1 s", s.ms(),
+                            f"warm round trip {self.warm_median * 1e3:.1f} ms",
+                            f"{s.median / self.warm_median:.2f}×", "≤ 2× warm",
+                            verdict(s.median <= limit)))
+
+    async def flood(self, on: Server, off: Server, raw: RawKernel) -> None:
+        n = self.c.flood_lines
+        code = f"for i in range({n}): print(i)"
+        self.log(f"output flood of {n:,} lines")
+        counts: dict[str, list[int]] = {"on": [], "off": []}
+        rates: list[float] = []
+        peaks: list[int] = []
+
+        def flooding(server: Server, key: str) -> Callable[[], Awaitable[float]]:
+            async def side() -> float:
+                since = len(server.client.notifications)
+                with PeakRSS(server.pid) as peak:
+                    elapsed, result = await server.execute(code)
+                if result["status"] != "ok" or not result["outputs"][0]["content"].endswith(
+                        f"{n - 1}\n"):
+                    raise RuntimeError(f"the flood did not complete: {result['status']}")
+                count = server.notifications_since(since)
+                counts[key].append(count)
+                if key == "on":
+                    rates.append(count / elapsed)
+                    peaks.append(peak.peak)
+                return elapsed
+            return side
+
+        b_runs = 0
+
+        async def oi_side() -> float | None:
+            nonlocal b_runs
+            if b_runs >= min(self.c.heavy, 3):  # B is slow at this; three runs tell enough
+                return None
+            b_runs += 1
+            return await self.oi_timed("python", code, timeout=900)
+
+        async def raw_side() -> float:
+            return await raw.timed(code)
+
+        r = await self.interleave({"ours": flooding(on, "on"), "off": flooding(off, "off"),
+                                   "A": raw_side, "B": oi_side}, self.c.heavy, warmup=1)
+        ours, a, b, o = r["ours"], r["A"], r["B"], r["off"]
+        assert ours and a and o
+        rat = ratio(ours, a)
+        self.report.add(Row("4a", f"flood of {n:,} lines: wall time to the result", ours.s(),
+                            "A " + a.s(), fmt_ratio(rat), "≤ 1.3× A",
+                            verdict(rat is not None and rat <= 1.3)))
+        base, rat_b = self.b_cells(ours, b, "s")
+        self.report.add(Row("4b", f"flood of {n:,} lines vs Open Interpreter", ours.s(), base,
+                            rat_b, "faster than B",
+                            verdict(None if b is None else ours.median < b.median)))
+        rate = summarize(rates)
+        assert rate
+        med_count = sorted(counts["on"])[len(counts["on"]) // 2]
+        self.report.add(Row("4c", "flood: oi/stream notifications received",
+                            f"{med_count} per run, {rate.median:.1f}/s (max {max(rates):.1f}/s)",
+                            target="≤ 50 per second", verdict=verdict(max(rates) <= 50)))
+        self.report.add(Row("4d", "flood: server peak RSS", mib(max(peaks)),
+                            f"idle {mib(self.idle_server)}",
+                            fmt_ratio(max(peaks) / self.idle_server)))
+        off_count = sorted(counts["off"])[len(counts["off"]) // 2]
+        self.report.add(Row("8b", "flood wall time, coalescing off", o.s(),
+                            "coalescing on " + ours.s(), fmt_ratio(ratio(o, ours))))
+        self.report.add(Row("8c", "flood notifications, coalescing off", f"{off_count} per run",
+                            f"coalescing on {med_count} per run",
+                            fmt_ratio(off_count / med_count if med_count else None)))
+
+    async def model_turns(self, on: Server) -> None:
+        """Metric 5: text + tool call + run + final text, from the scripted model over HTTP."""
+        self.log("model turns")
+        overhead: list[float] = []
+        walls: list[float] = []
+        for k in range(self.c.heavy):
+            say = f"t{k:03d}say "
+            words = "".join(f"t{k:03d}w{i:03d} " for i in range(self.c.pieces))
+            # Pieces 30 ms apart, as tokens come from a real model: each is its own chunk.
+            self.model.reset()
+            self.model.script(ms.tool("python", "print(6 * 7)", say=say),
+                              ms.text(words, pieces=self.c.pieces, delay=0.03))
+            sent_from = len(self.model.sent)
+            arrived_from = len(on.arrivals)
+            started = time.perf_counter()
+            result = await on.client.chat("what is 6 * 7?")
+            walls.append(time.perf_counter() - started)
+            if result["status"] != "done":
+                raise RuntimeError(f"model turn ended {result}")
+            arrivals = [(t, p.get("content") or "") for t, m, p in on.arrivals[arrived_from:]
+                        if m == "oi/stream" and p.get("type") == "message"]
+            for sent_at, delta in self.model.sent[sent_from:]:
+                piece = delta.get("content")
+                if not piece:
+                    continue
+                got = next((t for t, content in arrivals if piece in content and t >= sent_at),
+                           None)
+                if got is None:
+                    raise RuntimeError(f"streamed piece {piece!r} never reached the client")
+                overhead.append(got - sent_at)
+        per_chunk, wall = summarize(overhead), summarize(walls)
+        assert per_chunk and wall
+        self.report.add(Row("5a", "model turn: chunk leaves model → oi/stream at client",
+                            per_chunk.ms(), target="< 10 ms median",
+                            verdict=verdict(per_chunk.median < 0.010)))
+        self.report.add(Row("5b", "model turn wall time (text, tool call, run, "
+                                  f"{self.c.pieces} pieces 30 ms apart)", wall.ms()))
+
+    async def scale(self, on: Server) -> None:
+        n = self.c.workspaces
+        self.log(f"{n} workspaces at once")
+        folders = [self.folder(f"scale-{i}") for i in range(n)]
+        started = time.perf_counter()
+        on.open_folders(folders)
+        first = await asyncio.gather(*(on.execute("x = 0", ws) for ws in folders))
+        opened = time.perf_counter() - started
+        ok = sum(1 for _, res in first if res["status"] == "ok")
+        self.report.add(Row("7a", f"open {n} workspaces at once → all first results",
+                            f"{opened:.2f} s, {ok}/{n} answered ok", target="all answer",
+                            verdict=verdict(ok == n)))
+
+        # Memory: every extra idle workspace is a session plus a kernel process.
+        await wait_idle_cpu([on.pid])
+        per_server = (rss(on.pid) - self.idle_server) / n
+        per_tree = (tree_rss(on.pid) - self.idle_tree) / n
+        raws = [RawKernel(self.folder(f"scale-raw-{i}")) for i in range(n)]
+        await asyncio.gather(*(k.start() for k in raws))
+        try:
+            await asyncio.gather(*(k.timed("x = 0") for k in raws))
+            kernel_rss = [rss(k.pid) for k in raws if k.pid is not None]
+            bare = sum(kernel_rss) / len(kernel_rss) if kernel_rss else 0
+            self.report.add(Row("6d", "RSS per extra idle workspace: server only",
+                                mib(per_server)))
+            self.report.add(Row("6e", "RSS per extra idle workspace: kernel included",
+                                mib(per_tree), f"A: a bare ipykernel {mib(bare)}",
+                                fmt_ratio(per_tree / bare if bare else None)))
+
+            answered: list[int] = []
+
+            async def one() -> float:
+                return await on.timed(SCALE_CODE, folders[0])
+
+            async def all_ours() -> float:
+                t0 = time.perf_counter()
+                results = await asyncio.gather(*(on.execute(SCALE_CODE, ws) for ws in folders))
+                answered.append(sum(1 for _, res in results if res["status"] == "ok"))
+                return time.perf_counter() - t0
+
+            async def all_raw() -> float:
+                t0 = time.perf_counter()
+                await asyncio.gather(*(k.timed(SCALE_CODE) for k in raws))
+                return time.perf_counter() - t0
+
+            r = await self.interleave({"one": one, "all": all_ours, "A": all_raw},
+                                      self.c.heavy)
+        finally:
+            await asyncio.gather(*(k.shutdown() for k in raws))
+            on.close_folders(folders)
+        single, together, a = r["one"], r["all"], r["A"]
+        assert single and together and a
+        self.report.add(Row("7b", f"{n} workspaces executing concurrently: total time",
+                            together.ms(), f"one alone {single.ms()}",
+                            fmt_ratio(ratio(together, single)),
+                            f"all answer ({min(answered)}/{n} worst round)",
+                            verdict(min(answered) == n)))
+        self.report.add(Row("7c", f"{n} workspaces concurrently vs {n} raw kernels",
+                            together.ms(), "A " + a.ms(), fmt_ratio(ratio(together, a))))
+
+
+async def main_async(config: Config) -> Report:
+    with tempfile.TemporaryDirectory(prefix="oi-lsp-bench-") as tmp:
+        report = await Bench(config, Path(tmp)).run()
+    report.write(config.output)
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = parse_args(argv)
+    print(f"oi-lsp bench: {config.describe()}; server: {' '.join(server_command())}",
+          flush=True)
+    report = asyncio.run(main_async(config))
+    print()
+    print(report.table())
+    missed = [r for r in report.rows if r.verdict == "MISSED"]
+    print(f"\nTargets missed: {len(missed)}. Written to {config.output}")
+
+
+if __name__ == "__main__":
+    main()
