@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     transport.add_argument("--ws", action="store_true", help="serve over WebSocket")
     parser.add_argument("--host", default="127.0.0.1", help="address for --tcp/--ws")
     parser.add_argument("--port", type=int, default=2087, help="port for --tcp/--ws")
+    parser.add_argument("--token", help="the token --tcp/--ws clients must send in "
+                        "initializationOptions.token (default: $OI_LSP_TOKEN, else a random "
+                        "one printed to stderr)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow --host to be an address other than loopback (anyone who "
+                        "reaches it and has the token can run code here)")
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-file", help="write the log here instead of stderr")
@@ -49,15 +55,45 @@ def serve(args: argparse.Namespace) -> None:
     from .server import SERVER
 
     try:
-        if args.tcp:
-            SERVER.start_tcp(args.host, args.port)
-        elif args.ws:
-            SERVER.start_ws(args.host, args.port)
+        if args.tcp or args.ws:
+            from . import remote
+
+            remote.gate_of(SERVER).token = network_token(args)
+            (remote.serve_tcp if args.tcp else remote.serve_ws)(SERVER, args.host, args.port)
         else:
             lsp_in, lsp_out = private_stdio()
             SERVER.start_io(lsp_in, lsp_out)
     finally:
         SERVER.sessions.kill_all()  # the client may have vanished without a shutdown
+
+
+def network_token(args: argparse.Namespace) -> str:
+    """Check the bind address and return the token clients must present."""
+    from .remote import new_token
+
+    if not _is_loopback(args.host):
+        if not args.allow_remote:
+            sys.exit(f"oi-lsp: refusing to listen on {args.host}: it is not a loopback "
+                     "address; pass --allow-remote to do it anyway")
+        logging.getLogger(__name__).warning(
+            "listening on %s: anyone who can reach it and has the token can run code on "
+            "this machine", args.host)
+    token = args.token or os.environ.get("OI_LSP_TOKEN")
+    if not token:
+        token = new_token()
+        print(f"oi-lsp token: {token}", file=sys.stderr, flush=True)
+    return str(token)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def private_stdio() -> tuple[BinaryIO, BinaryIO]:

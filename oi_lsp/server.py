@@ -30,6 +30,7 @@ from .protocol import (
     StopResult,
     WorkspaceParams,
 )
+from .remote import GatedProtocol
 from .session import Busy, Session
 from .sessions import NotAWorkspace, Sessions
 from .settings import SettingsError, check, client_section, env_layer, split_known
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 
 class OIServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("oi-lsp", __version__, converter_factory=raw_params_converter)
+        super().__init__("oi-lsp", __version__, converter_factory=raw_params_converter,
+                         protocol_cls=GatedProtocol)  # --tcp/--ws admit by token
         self.approvals = Approvals()
         self.store = Store()
         self.env = env_layer()
