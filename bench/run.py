@@ -95,7 +95,9 @@ class TimedModelServer(ModelServer):
 
 
 def fmt_ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}×"
+    if value is None:
+        return "—"
+    return f"{value:.3f}×" if value < 0.1 else f"{value:.2f}×"
 
 
 def verdict(ok: bool | None) -> str:
@@ -197,7 +199,8 @@ class Bench:
             raw_first.append(await cold_first_result(self.folder(f"cold-raw-{i}"), "x = 1"))
         s_init, s_first, s_raw = summarize(init), summarize(first), summarize(raw_first)
         assert s_init and s_first and s_raw
-        self.report.add(Row("6a", "initialize latency (request → answer)", s_init.ms()))
+        self.report.add(Row("6a", "initialize latency (spawn + imports → initialize answered)",
+                            s_init.ms()))
         self.report.add(Row("3b", "initialize → first result (fresh server, new workspace)",
                             s_first.ms(), f"A: start kernel + first run {s_raw.ms()}",
                             fmt_ratio(ratio(s_first, s_raw))))
