@@ -172,6 +172,8 @@ class LanguageInfo(Wire):
     runner: str
     available: bool
     install_hint: str | None = None
+    location: Literal["local", "remote"] = "local"  # remote: on a kernel gateway (issue 11)
+    host: str | None = None  # the gateway's host:port, for remote runners
 
 
 class LanguagesResult(Wire):

@@ -240,8 +240,8 @@ def configure(ls: OIServer, params: Any) -> dict[str, Any]:
 @SERVER.feature(protocol.LANGUAGES)
 def languages(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(WorkspaceParams, params)
-    kernel = _session(ls, p).settings().kernel_name
-    return LanguagesResult(languages=registry.describe(kernel)).wire()
+    settings = _session(ls, p).settings()
+    return LanguagesResult(languages=registry.describe(settings.kernel_name, settings)).wire()
 
 
 @SERVER.command(protocol.CHAT_COMMAND)

@@ -96,7 +96,8 @@ class Session:
     def _executor(self, language: str) -> Executor:
         executor = self.executors.get(language)
         if executor is None:
-            executor = registry.create(language, self.folder, self.settings().kernel_name)
+            settings = self.settings()
+            executor = registry.create(language, self.folder, settings.kernel_name, settings)
             self.executors[language] = executor
         return executor
 

@@ -13,6 +13,20 @@ from pydantic.alias_generators import to_camel
 log = logging.getLogger(__name__)
 
 
+class KernelGateway(BaseModel):
+    """A Jupyter Kernel Gateway / Enterprise Gateway that runs the workspace's kernels."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              strict=True)
+
+    url: str = Field(pattern=r"^https?://")
+    token: SecretStr | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    validate_cert: bool = True
+    kernel_name: str | None = None
+    request_timeout: float = Field(default=30.0, gt=0)
+
+
 class Settings(BaseModel):
     """Effective settings of one session. camelCase on the wire (see docs/protocol.md)."""
 
@@ -32,11 +46,18 @@ class Settings(BaseModel):
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
     kernel_name: str = "python3"
+    kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
+    keep_kernel: bool = False  # leave the kernel running when the workspace closes
 
     def public(self) -> dict[str, Any]:
         """The settings as shown to clients: never the key itself."""
         data = self.model_dump(by_alias=True, exclude={"api_key"}, mode="json")
         data["apiKeySet"] = self.api_key is not None
+        if self.kernel_gateway is not None:  # headers may carry credentials too
+            gateway = data["kernelGateway"]
+            gateway.pop("token", None)
+            gateway["tokenSet"] = self.kernel_gateway.token is not None
+            gateway["headers"] = dict.fromkeys(gateway["headers"], "********")
         return data
 
 
@@ -55,6 +76,11 @@ def env_layer(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     for var, key in (("OI_MODEL", "model"), ("OI_API_BASE", "apiBase"), ("OI_API_KEY", "apiKey")):
         if environ.get(var):
             layer[key] = environ[var]
+    if environ.get("OI_KERNEL_GATEWAY_URL"):
+        # The token alone (without the URL) is also read by executors/gateway.py.
+        layer["kernelGateway"] = {"url": environ["OI_KERNEL_GATEWAY_URL"]}
+        if environ.get("OI_KERNEL_GATEWAY_TOKEN"):
+            layer["kernelGateway"]["token"] = environ["OI_KERNEL_GATEWAY_TOKEN"]
     return layer
 
 
@@ -76,7 +102,9 @@ def check(layer: Mapping[str, Any]) -> None:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
             # Pydantic's message can echo the input; for the key, name the problem only.
-            msg = "expected a string" if key in ("apiKey", "api_key") else err["msg"]
+            secret = key in ("apiKey", "api_key") or any(  # kernelGateway.token / .headers.*
+                part in ("token", "headers") for part in key.split(".")[1:2])
+            msg = "expected a string" if secret else err["msg"]
             problems.append(f"setting {key!r}: {msg}")
         raise SettingsError("; ".join(problems)) from None
 

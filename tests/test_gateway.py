@@ -1,0 +1,254 @@
+"""Remote kernels on a real Jupyter Kernel Gateway (127.0.0.1, with a token), end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from oi_lsp.client import OIClient, server_command
+from tests import modelserver as ms
+from tests.conftest import next_proposal, tool_results
+from tests.modelserver import ModelServer
+
+TOKEN = "gw-secret-4f9c2e"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Gateway:
+    """A `jupyter kernelgateway` process in its own folder and process group."""
+
+    def __init__(self, root: Path, token: str = TOKEN) -> None:
+        self.root = root
+        self.token = token
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        root.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> Gateway:
+        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.root / "runtime"),
+               "JUPYTER_DATA_DIR": str(self.root / "data"),
+               "JUPYTER_CONFIG_DIR": str(self.root / "config")}
+        log = open(self.root / "gateway.log", "ab")  # the child keeps its own copy
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
+             f"--KernelGatewayApp.port={self.port}",
+             f"--KernelGatewayApp.auth_token={self.token}",
+             "--JupyterWebsocketPersonality.list_kernels=True"],  # for the tests' checks
+            cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True)  # its kernels share its group: kill() takes them all
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, (self.root / "gateway.log").read_text()
+            try:
+                if httpx.get(f"{self.url}/api/kernelspecs", headers=self.auth(),
+                             timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the kernel gateway did not start")
+
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"token {self.token}"}
+
+    def kernels(self) -> list[dict[str, Any]]:
+        response = httpx.get(f"{self.url}/api/kernels", headers=self.auth(), timeout=10)
+        response.raise_for_status()
+        result: list[dict[str, Any]] = response.json()
+        return result
+
+    def kill(self) -> None:
+        """A crash: the gateway and its kernels, at once."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def settings(self, **extra: Any) -> dict[str, Any]:
+        return {"kernelGateway": {"url": self.url, "token": self.token, **extra}}
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    gw = Gateway(tmp_path_factory.mktemp("gateway")).start()
+    yield gw
+    gw.kill()
+
+
+@pytest.fixture
+async def servers(data_dir: Path) -> AsyncIterator[list[OIClient]]:
+    clients: list[OIClient] = []
+    yield clients
+    for client in clients:
+        await client.close()
+
+
+async def start(servers: list[OIClient], workspace: Path, model: ModelServer,
+                data_dir: Path, **settings: Any) -> OIClient:
+    """oi-lsp logging at DEBUG (so the token check covers every log line)."""
+    client = OIClient()
+    await client.start([*server_command(), "--log-level", "debug"],
+                       env={"OI_LSP_DATA_DIR": str(data_dir)})
+    servers.append(client)
+    await client.initialize([workspace], options=model.settings(**settings))
+    return client
+
+
+def assert_no_token(client: OIClient, data_dir: Path, token: str = TOKEN) -> None:
+    assert token not in json.dumps(client.notifications)
+    assert token.encode() not in client.stderr
+    for path in data_dir.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+
+
+async def test_chat_runs_on_the_gateway(servers: list[OIClient], gateway: Gateway,
+                                        model: ModelServer, workspace: Path,
+                                        data_dir: Path) -> None:
+    client = await start(servers, workspace, model, data_dir, **gateway.settings())
+    langs = (await client.request("oi/languages", {}))["languages"]
+    python = next(lang for lang in langs if lang["name"] == "python")
+    assert python["location"] == "remote" and python["host"] == f"127.0.0.1:{gateway.port}"
+
+    # The cwd tells where it ran: a local kernel starts in the workspace.
+    model.script(ms.tool("python", "import os\nx = 41\nprint('cwd', os.getcwd())"),
+                 ms.text("x is set."))
+    chat = asyncio.create_task(client.chat("set x"))
+    proposal = await next_proposal(client)
+    await client.approve(proposal["proposalId"], "run")
+    result = await chat
+    assert result["status"] == "done"
+    assert f"cwd {gateway.root}" in client.stream(result["turnId"], "console")
+
+    since = len(client.notifications)
+    model.script(ms.tool("python", "print(x + 1)"), ms.text("42."))
+    chat = asyncio.create_task(client.chat("add one"))
+    proposal = await next_proposal(client, since)
+    await client.approve(proposal["proposalId"], "run")
+    result = await chat
+    assert tool_results(model.requests[3])[-1] == "42"
+    assert len(gateway.kernels()) == 1
+
+    await client.close()
+    assert gateway.kernels() == []  # deleted on close (keepKernel is off)
+    assert_no_token(client, data_dir)
+
+
+async def test_stop_during_sleep_keeps_state(servers: list[OIClient], gateway: Gateway,
+                                             model: ModelServer, workspace: Path,
+                                             data_dir: Path) -> None:
+    client = await start(servers, workspace, model, data_dir, **gateway.settings())
+    await client.execute("python", "kept = 'survives a stop'")
+    model.script(ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
+                                   "time.sleep(30)"))
+    chat = asyncio.create_task(client.chat("sleep"))
+    proposal = await next_proposal(client)
+    await client.approve(proposal["proposalId"], "run")
+    await client.wait_for("oi/stream", lambda p: "sleeping" in (p.get("content") or ""))
+    assert (await client.request("oi/stop", {}))["stopped"] is True
+    assert (await asyncio.wait_for(chat, 20))["status"] == "stopped"
+    after = await client.execute("python", "print(kept)")
+    assert after["status"] == "ok"
+    assert after["outputs"][0]["content"] == "survives a stop\n"
+
+
+async def test_restarted_server_reattaches(servers: list[OIClient], gateway: Gateway,
+                                           model: ModelServer, workspace: Path,
+                                           data_dir: Path) -> None:
+    first = await start(servers, workspace, model, data_dir, keepKernel=True,
+                        **gateway.settings())
+    assert (await first.execute("python", "x = 41"))["status"] == "ok"
+    await first.close()
+    [kernel] = gateway.kernels()  # kept on the gateway
+
+    # Same workspace, a new server (without keepKernel: this one deletes it on close).
+    second = await start(servers, workspace, model, data_dir, **gateway.settings())
+    result = await second.execute("python", "print(x + 1)")
+    assert result["status"] == "ok", result
+    assert result["outputs"][0]["content"] == "42\n"
+    assert [k["id"] for k in gateway.kernels()] == [kernel["id"]]
+    await second.close()
+    assert gateway.kernels() == []
+    assert_no_token(second, data_dir)
+
+
+async def test_gateway_killed_mid_run(servers: list[OIClient], model: ModelServer,
+                                      workspace: Path, data_dir: Path,
+                                      tmp_path: Path) -> None:
+    gw = Gateway(tmp_path / "gw").start()
+    try:
+        client = await start(servers, workspace, model, data_dir, **gw.settings())
+        run = asyncio.create_task(client.execute(
+            "python", "import time\nprint('started', flush=True)\ntime.sleep(30)"))
+        await client.wait_for("oi/stream", lambda p: "started" in (p.get("content") or ""))
+        gw.kill()
+        result = await asyncio.wait_for(run, 60)
+        assert result["status"] == "error"
+        assert gw.url in result["error"]
+
+        # Still down: a clear error naming it, and nothing ran here instead.
+        marker = workspace / "ran-locally.txt"
+        down = await client.execute("python", f"open({str(marker)!r}, 'w').write('x')")
+        assert down["status"] == "error" and gw.url in down["error"]
+        assert not marker.exists()
+
+        gw.start()  # back (same URL): the session works again, on a new kernel
+        back = await client.execute("python", "print('back')")
+        assert back["status"] == "ok", back
+        text = "".join(o["content"] for o in back["outputs"])
+        assert "earlier variables are gone" in text and text.endswith("back\n")
+        assert len(gw.kernels()) == 1
+        await client.close()
+        assert_no_token(client, data_dir)
+    finally:
+        gw.kill()
+
+
+async def test_wrong_token_runs_nothing(servers: list[OIClient], gateway: Gateway,
+                                        model: ModelServer, workspace: Path,
+                                        data_dir: Path) -> None:
+    bad = "not-the-token-77"
+    client = await start(servers, workspace, model, data_dir,
+                         kernelGateway={"url": gateway.url, "token": bad})
+    marker = workspace / "ran.txt"
+    model.script(ms.tool("python", f"open({str(marker)!r}, 'w').write('x')"),
+                 ms.text("It failed."))
+    chat = asyncio.create_task(client.chat("write a file"))
+    proposal = await next_proposal(client)
+    await client.approve(proposal["proposalId"], "run")
+    result = await chat
+    console = client.stream(result["turnId"], "console")
+    assert gateway.url in console and "refused the token" in console
+    assert "refused the token" in tool_results(model.requests[1])[0]
+    assert not marker.exists()
+    assert gateway.kernels() == []
+    assert_no_token(client, data_dir, bad)
+
+
+async def test_unreachable_gateway_is_named(servers: list[OIClient], model: ModelServer,
+                                            workspace: Path, data_dir: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    client = await start(servers, workspace, model, data_dir, kernelGateway={"url": url})
+    result = await client.execute("python", "print('here')")
+    assert result["status"] == "error"
+    assert f"cannot reach the kernel gateway at {url}" in result["error"]
+    settings = (await client.request("oi/configure", {}))["settings"]
+    assert settings["kernelGateway"]["url"] == url and "token" not in settings["kernelGateway"]
