@@ -25,7 +25,7 @@ from .protocol import (
     Proposal,
     TurnEvent,
 )
-from .settings import Settings, check, combine, split_known
+from .settings import Settings, SettingsError, check, combine, split_known
 from .store import Store
 from .turn import Outcome, Turn
 
@@ -79,6 +79,8 @@ class Session:
         """Apply settings to this workspace only; raises SettingsError and changes nothing
         when a value has the wrong type."""
         known, unknown = split_known(values)
+        if "trusted" in known:
+            raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)
         candidate = {**self.overrides, **known}
         combine(*self.base_layers(), candidate)  # the merged result must be valid too

@@ -46,6 +46,9 @@ class Settings(BaseModel):
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
     kernel_name: str = "python3"
+    # Set by the client (initializationOptions) for workspaces the user has not trusted:
+    # then nothing auto-runs, whatever turned autoRun on.
+    trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
 

@@ -177,7 +177,7 @@ def _free_port() -> int:
 async def test_network_transports(transport: str, data_dir: Path, workspace: Path) -> None:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
-        *server_command(), transport, "--port", str(port),
+        *server_command(), transport, "--port", str(port), "--token", "test-token",
         env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir)},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL)
@@ -192,7 +192,7 @@ async def test_network_transports(transport: str, data_dir: Path, workspace: Pat
                 break
             except OSError:
                 await asyncio.sleep(0.1)
-        await client.initialize([workspace], options={})
+        await client.initialize([workspace], options={"token": "test-token"})
         out = await client.execute("python", "print('over the network')")
         assert out["outputs"][0]["content"] == "over the network\n"
     finally:
