@@ -17,8 +17,8 @@ from oi_lsp.client import OIClient, server_command, to_uri
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal
 from tests.hardening import (
-    free_port,
     frame,
+    free_port,
     initialize_request,
     read_frame,
     read_response,
@@ -173,8 +173,7 @@ async def test_api_key_never_leaks(model: ModelServer, data_dir: Path, workspace
         "notifications": json.dumps(client.notifications),
         "responses": json.dumps([first, second, configured, history]),
         "error messages": json.dumps(errors),
-        "session files": "".join(p.read_text(errors="replace")
-                                 for p in data_dir.rglob("*") if p.is_file()),
+        "session files": _read_all(data_dir),
     }
     assert "DEBUG" in places["stderr (debug log)"]  # the debug log was really on
     leaks = [where for where, text in places.items() if FAKE_KEY in text]
@@ -302,3 +301,7 @@ async def test_token_from_env_and_remote_bind_needs_a_flag() -> None:
     assert b"anyone who can reach it" in err2
     assert b"oi-lsp token:" not in err2  # a token given is not printed
 
+
+def _read_all(folder: Path) -> str:
+    """Every file under `folder`, as text (the saved sessions, spill files, ...)."""
+    return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
