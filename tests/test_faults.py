@@ -147,7 +147,7 @@ async def test_fork_bomb_is_contained(client: OIClient, model: ModelServer,
             "time.sleep(600)\n")
     run = asyncio.create_task(client.execute("python", code))
     async with asyncio.timeout(30):
-        while not pids.exists() or len(pids.read_text().split()) < 31:
+        while not pids.exists() or len(pids.read_text().split()) < 31:  # noqa: ASYNC110
             await asyncio.sleep(0.1)
     assert (await client.request("oi/stop", {}))["stopped"] is True
     assert (await run)["status"] == "stopped"
