@@ -104,7 +104,9 @@ def private_stdio() -> tuple[BinaryIO, BinaryIO]:
     requests. After this, nothing but the server's writer can reach the client.
     """
     sys.stdout.flush()
-    lsp_in = os.fdopen(os.dup(0), "rb", buffering=0)  # os.dup: not inherited by children
+    # Buffered: pygls reads a message body with one read(n), which a raw pipe may answer with
+    # fewer bytes. os.dup: the descriptors are not inherited by children.
+    lsp_in = os.fdopen(os.dup(0), "rb")
     lsp_out = os.fdopen(os.dup(1), "wb")
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

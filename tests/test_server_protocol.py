@@ -210,3 +210,10 @@ async def test_kernel_that_cannot_start_is_a_clear_error(start_server: StartServ
     assert "no-such-kernel" in result["outputs"][0]["content"]
     again = await client.execute("python", "print(1)")  # tried again, same clear answer
     assert again["status"] == "error"
+
+
+async def test_large_request_arrives_whole(client: OIClient) -> None:
+    # Far bigger than one pipe read: the server must read the whole body before parsing it.
+    code = "s = '" + "x" * 3_000_000 + "'\nprint(len(s))"
+    result = await client.execute("python", code)
+    assert result["outputs"][0]["content"] == "3000000\n"
