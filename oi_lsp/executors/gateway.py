@@ -28,18 +28,16 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from ..store import data_dir
-from .base import Chunk, Emit, Executor, RunResult, strip_ansi
-from .kernel import _Cell, _rich_chunk
+from .base import Chunk, Emit, Executor, RunResult
+from .jupyter import Cell, settle
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Same rhythm as a local kernel (see kernel.py): check on a quiet run, interrupt, give up.
+# How often a quiet run checks that the kernel is still reachable (as kernel.py does).
 _LIVENESS_INTERVAL = 1.0
-_INTERRUPT_GRACE = 5.0
-_REINTERRUPT = 0.5
 # A dropped WebSocket is reopened this many times, waiting this long before each try
 # (about 7.5 s in all): long enough for a network blip, short enough to report a dead gateway.
 _RECONNECT_DELAYS = (0.25, 0.5, 1.0, 2.0, 3.75)
@@ -197,7 +195,7 @@ class GatewayKernelExecutor(Executor):
             if self._notice is not None:
                 emit(Chunk("console", "output", self._notice))
                 self._notice = None
-            cell = _Cell()
+            cell = Cell()
             msg = self._session.msg("execute_request", {
                 "code": code, "silent": False, "store_history": True, "user_expressions": {},
                 "allow_stdin": False, "stop_on_error": True})
@@ -212,9 +210,8 @@ class GatewayKernelExecutor(Executor):
             finally:
                 del self._routes[msg_id]
 
-    async def _collect(self, cell: _Cell, emit: Emit) -> RunResult:
-        error: str | None = None
-        while not (cell.idle and cell.reply is not None):
+    async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
+        while not cell.done:
             try:
                 async with asyncio.timeout(_LIVENESS_INTERVAL):
                     channel, msg = await cell.next()
@@ -231,53 +228,25 @@ class GatewayKernelExecutor(Executor):
                 emit(Chunk("console", "output", "\n[the kernel died during this run; the "
                            "gateway restarted it, earlier variables are gone]\n"))
                 return RunResult("error", "the kernel died")
-            if channel != "iopub":
-                continue
-            kind = msg["msg_type"]
-            content = msg["content"]
-            if kind == "stream":
-                emit(Chunk("console", "output", strip_ansi(content.get("text", ""))))
-            elif kind in ("execute_result", "display_data"):
-                chunk = _rich_chunk(content.get("data", {}))
-                if chunk is not None:
-                    emit(chunk)
-            elif kind == "error":
-                error = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
-                emit(Chunk("console", "output",
-                           strip_ansi("\n".join(content.get("traceback", []))) + "\n"))
-        reply = cell.reply or {}
-        if reply.get("status", "ok") == "ok":
-            return RunResult("ok")
-        if reply.get("ename") == "KeyboardInterrupt":
-            return RunResult("stopped", "interrupted")
-        return RunResult("error", error or f"{reply.get('ename')}: {reply.get('evalue')}")
+            if channel == "iopub":
+                cell.output(msg, emit)
+        return cell.result()
 
-    async def _settle(self, cell: _Cell) -> None:
-        """After a cancelled run: interrupt (through REST) once the cell is busy, repeat while
-        it stays busy, take `idle` as the end; restart a kernel that will not come back."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _INTERRUPT_GRACE
-        next_interrupt = 0.0
-        while not cell.idle and self._lost is None:
-            now = loop.time()
-            if now >= deadline:
-                log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
-                await self.restart()
-                return
-            if cell.busy and now >= next_interrupt:
-                try:
-                    await self.interrupt()
-                except GatewayError as exc:
-                    log.warning("%s", exc)
-                next_interrupt = now + _REINTERRUPT
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.05):
-                    await cell.next()
-        if cell.reply is None:  # the reply, when there is one, can trail idle a little
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.2):
-                    while cell.reply is None:
-                        await cell.next()
+    async def _settle(self, cell: Cell) -> None:
+        """After a cancelled run: the shared Jupyter settle, with interrupt and restart through
+        REST; a lost connection ends the wait."""
+
+        async def interrupt() -> None:
+            try:
+                await self.interrupt()
+            except GatewayError as exc:
+                log.warning("%s", exc)
+
+        async def restart() -> None:
+            log.warning("kernel %s ignored the interrupt; restarting it", self.kernel_id)
+            await self.restart()
+
+        await settle(cell, interrupt, restart, gone=lambda: self._lost is not None)
 
     # REST ----------------------------------------------------------------------------------
 

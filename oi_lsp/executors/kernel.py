@@ -10,18 +10,13 @@ from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
-from .base import Chunk, Emit, Executor, RunResult, strip_ansi
+from .base import Chunk, Emit, Executor, RunResult
+from .jupyter import Cell, settle
 
 log = logging.getLogger(__name__)
 
 # How often a run that hears nothing checks that the kernel process is still there.
 _LIVENESS_INTERVAL = 1.0
-# How long an interrupted cell may take to answer before the kernel is restarted instead,
-# and how often the interrupt is repeated meanwhile (code may catch KeyboardInterrupt).
-_INTERRUPT_GRACE = 5.0
-_REINTERRUPT = 0.5
-
-_PLACEHOLDER_PREFIX = "<IPython.core.display."
 
 
 class KernelExecutor(Executor):
@@ -126,20 +121,19 @@ class KernelExecutor(Executor):
                 await self.restart()
                 emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
                            "earlier variables are gone]\n"))
-            cell = _Cell()
+            cell = Cell()
             msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
             self._routes[msg_id] = cell.queue
             try:
                 return await self._collect(cell, emit)
             except asyncio.CancelledError:
-                await self._settle(cell)
+                await settle(cell, self.interrupt, self._restart_unresponsive)
                 raise
             finally:
                 del self._routes[msg_id]
 
-    async def _collect(self, cell: _Cell, emit: Emit) -> RunResult:
-        error: str | None = None
-        while not (cell.idle and cell.reply is not None):
+    async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
+        while not cell.done:
             try:
                 async with asyncio.timeout(_LIVENESS_INTERVAL):
                     channel, msg = await cell.next()
@@ -148,92 +142,10 @@ class KernelExecutor(Executor):
                     emit(Chunk("console", "output", "\n[the kernel died during this run]\n"))
                     return RunResult("error", "the kernel died")
                 continue
-            if channel != "iopub":
-                continue
-            kind = msg["msg_type"]
-            content = msg["content"]
-            if kind == "stream":
-                emit(Chunk("console", "output", strip_ansi(content.get("text", ""))))
-            elif kind in ("execute_result", "display_data"):
-                chunk = _rich_chunk(content.get("data", {}))
-                if chunk is not None:
-                    emit(chunk)
-            elif kind == "error":
-                error = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
-                emit(Chunk("console", "output",
-                           strip_ansi("\n".join(content.get("traceback", []))) + "\n"))
-        reply = cell.reply
-        status = reply.get("status", "ok")
-        if status == "ok":
-            return RunResult("ok")
-        if reply.get("ename") == "KeyboardInterrupt":
-            return RunResult("stopped", "interrupted")
-        return RunResult("error", error or f"{reply.get('ename')}: {reply.get('evalue')}")
+            if channel == "iopub":
+                cell.output(msg, emit)
+        return cell.result()
 
-    async def _settle(self, cell: _Cell) -> None:
-        """After a cancelled run: interrupt the cell and wait until the kernel is idle again.
-
-        ipykernel drops a SIGINT that lands outside user code (the cell not started yet, or
-        between statements) and may then send no reply at all: so interrupt only once the
-        cell is busy, repeat while it stays busy, and take `idle` as the end. A kernel that
-        will not come back is restarted (its state is lost; the log says so).
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _INTERRUPT_GRACE
-        next_interrupt = 0.0
-        while not cell.idle:
-            now = loop.time()
-            if now >= deadline:
-                log.warning("kernel ignored the interrupt; restarting it")
-                await self.restart()
-                return
-            if cell.busy and now >= next_interrupt:
-                await self.interrupt()
-                next_interrupt = now + _REINTERRUPT
-            try:
-                async with asyncio.timeout(0.05):
-                    await cell.next()
-            except TimeoutError:
-                pass
-        if cell.reply is None:  # the reply, when there is one, can trail idle a little
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.2):
-                    while cell.reply is None:
-                        await cell.next()
-
-
-class _Cell:
-    """What is known of one execute request: its messages and how far it got."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
-        self.busy = False
-        self.idle = False
-        self.reply: dict[str, Any] | None = None
-
-    async def next(self) -> tuple[str, dict[str, Any]]:
-        channel, msg = await self.queue.get()
-        if channel == "shell":
-            if msg["msg_type"] == "execute_reply":
-                self.reply = msg["content"]
-        elif msg["msg_type"] == "status":
-            state = msg["content"].get("execution_state")
-            self.busy = self.busy or state == "busy"
-            self.idle = self.idle or state == "idle"
-        return channel, msg
-
-
-def _rich_chunk(data: dict[str, Any]) -> Chunk | None:
-    """The best piece of a display bundle for a chat: an image, else text, else HTML."""
-    if "image/png" in data:
-        return Chunk("image", "base64.png", str(data["image/png"]).strip())
-    if "image/jpeg" in data:
-        return Chunk("image", "base64.jpeg", str(data["image/jpeg"]).strip())
-    if "image/svg+xml" in data:
-        return Chunk("image", "svg", str(data["image/svg+xml"]))
-    text = data.get("text/plain")
-    if "text/html" in data and (text is None or text.startswith(_PLACEHOLDER_PREFIX)):
-        return Chunk("code", "html", str(data["text/html"]))
-    if text is not None:
-        return Chunk("console", "output", strip_ansi(str(text)) + "\n")
-    return None
+    async def _restart_unresponsive(self) -> None:
+        log.warning("kernel ignored the interrupt; restarting it")
+        await self.restart()
