@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from oi_lsp.client import OIClient
+from tests import modelserver as ms
 from tests.modelserver import ModelServer
 
 StartServer = Callable[..., Awaitable[OIClient]]
@@ -70,6 +72,21 @@ async def client(start_server: StartServer, workspace: Path) -> OIClient:
 
 async def next_proposal(client: OIClient, since: int = 0, timeout: float = 30) -> dict[str, Any]:
     return await client.wait_for("oi/proposal", timeout=timeout, since=since)
+
+
+async def start_sleeping_run(client: OIClient, model: ModelServer, kept: str) -> asyncio.Task[Any]:
+    """Set `kept` in the REPL, then start a turn whose approved code prints and sleeps 30 s.
+    Returns the chat once its code is running (or about to), for a test to stop it."""
+    await client.execute("python", f"kept = {kept!r}")
+    model.script(ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
+                                   "time.sleep(30)"))
+    chat = asyncio.create_task(client.chat("sleep"))
+    proposal = await next_proposal(client)
+    await client.approve(proposal["proposalId"], "run")
+    # This also matches the code in the confirmation chunk: a stop may land before the cell
+    # starts, which the kernel executors must handle as well.
+    await client.wait_for("oi/stream", lambda p: "sleeping" in (p.get("content") or ""))
+    return chat
 
 
 def tool_results(body: dict[str, Any]) -> list[str]:

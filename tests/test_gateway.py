@@ -19,7 +19,7 @@ import pytest
 
 from oi_lsp.client import OIClient, server_command
 from tests import modelserver as ms
-from tests.conftest import next_proposal, tool_results
+from tests.conftest import next_proposal, start_sleeping_run, tool_results
 from tests.modelserver import ModelServer
 
 TOKEN = "gw-secret-4f9c2e"
@@ -156,13 +156,7 @@ async def test_stop_during_sleep_keeps_state(servers: list[OIClient], gateway: G
                                              model: ModelServer, workspace: Path,
                                              data_dir: Path) -> None:
     client = await start(servers, workspace, model, data_dir, **gateway.settings())
-    await client.execute("python", "kept = 'survives a stop'")
-    model.script(ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
-                                   "time.sleep(30)"))
-    chat = asyncio.create_task(client.chat("sleep"))
-    proposal = await next_proposal(client)
-    await client.approve(proposal["proposalId"], "run")
-    await client.wait_for("oi/stream", lambda p: "sleeping" in (p.get("content") or ""))
+    chat = await start_sleeping_run(client, model, "survives a stop")
     assert (await client.request("oi/stop", {}))["stopped"] is True
     assert (await asyncio.wait_for(chat, 20))["status"] == "stopped"
     after = await client.execute("python", "print(kept)")

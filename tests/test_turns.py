@@ -9,7 +9,7 @@ from lsprotocol import types
 
 from oi_lsp.client import OIClient, to_uri
 from tests import modelserver as ms
-from tests.conftest import StartServer, next_proposal, tool_results
+from tests.conftest import StartServer, next_proposal, start_sleeping_run, tool_results
 from tests.modelserver import ModelServer
 
 
@@ -81,13 +81,7 @@ async def test_edit_runs_edited_code(client: OIClient, model: ModelServer) -> No
 
 
 async def test_stop_during_long_run(client: OIClient, model: ModelServer) -> None:
-    await client.execute("python", "kept = 'state survives a stop'")
-    model.script(ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
-                                   "time.sleep(30)"))
-    chat = asyncio.create_task(client.chat("sleep"))
-    proposal = await next_proposal(client)
-    await client.approve(proposal["proposalId"], "run")
-    await client.wait_for("oi/stream", lambda p: "sleeping" in (p.get("content") or ""))
+    chat = await start_sleeping_run(client, model, "state survives a stop")
     loop = asyncio.get_running_loop()
     started = loop.time()
     assert (await client.request("oi/stop", {}))["stopped"] is True
