@@ -101,10 +101,6 @@ def warm_up() -> asyncio.Future[ModuleType]:
     return _loading
 
 
-def is_loaded() -> bool:
-    return "litellm" in sys.modules
-
-
 # Streaming -------------------------------------------------------------------------------------
 
 def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -31,7 +31,6 @@ class Streamer:
         self._size = 0
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self.sent = 0
 
     def content(self, turn_id: str, role: protocol.Role, type_: protocol.ChunkType,
                 format_: str | None, text: str) -> None:
@@ -87,7 +86,6 @@ class Streamer:
     def _emit(self, key: Key, *, content: str | None = None, start: bool = False,
               end: bool = False) -> None:
         turn_id, role, type_, format_ = key
-        self.sent += 1
         chunk = protocol.StreamChunk(turn_id=turn_id, workspace=self._workspace, role=role,
                                      type=type_, format=format_, content=content,
                                      start=start or None, end=end or None)

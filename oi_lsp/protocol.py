@@ -28,8 +28,7 @@ TURN = "oi/turn"
 
 CHAT_COMMAND = "oi.chat"
 
-# JSON-RPC error codes used by the server.
-INVALID_PARAMS = -32602
+# The error code the server uses beyond those pygls names (InvalidParams, ...).
 REQUEST_FAILED = -32803  # LSP's RequestFailed: valid request, but the server cannot do it now.
 
 
@@ -122,10 +121,6 @@ class ApproveParams(Wire):
         if self.decision == "edit" and self.code is None:
             raise ValueError("decision 'edit' needs the edited code in 'code'")
         return self
-
-
-class ApproveResult(Wire):
-    ok: bool = True
 
 
 class ExecuteParams(WorkspaceParams):

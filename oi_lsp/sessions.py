@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from pygls import uris
@@ -36,9 +36,6 @@ class Sessions:
         self._factory = factory
         self._sessions: dict[str, Session] = {}
         self.folders: list[str] = []  # the editor's workspace folders, in its order
-
-    def __iter__(self) -> Iterator[Session]:
-        return iter(list(self._sessions.values()))
 
     def add_folder(self, uri: str) -> Session:
         """A workspace folder the editor opened: its session starts its kernel now."""
