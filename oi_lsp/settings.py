@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,18 @@ class Settings(BaseModel):
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
     kernel_name: str = "python3"
-    # Set by the client (initializationOptions) for workspaces the user has not trusted:
-    # then nothing auto-runs, whatever turned autoRun on.
+    # Set by the client (initializationOptions) for workspaces the user has not trusted.
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
+
+    @model_validator(mode="after")
+    def _untrusted_never_auto_runs(self) -> Settings:
+        # Whatever layer turned autoRun on (a client setting, oi/configure), an untrusted
+        # workspace does not auto-run; the effective value says so to every reader.
+        if not self.trusted:
+            self.auto_run = False
+        return self
 
     def public(self) -> dict[str, Any]:
         """The settings as shown to clients: never the key itself."""

@@ -119,7 +119,7 @@ class Turn:
         if not language:  # an invalid tool call, already answered
             return
         self._say("assistant", "code", code, language, call_id)
-        answer = await self.ask(language, code, self.settings.auto_run and self.settings.trusted)
+        answer = await self.ask(language, code, self.settings.auto_run)
         if answer.decision == "skip":
             return
         ran = answer.code if answer.decision == "edit" and answer.code is not None else code

@@ -108,3 +108,9 @@ def test_settings_precedence_and_errors() -> None:
     with pytest.raises(SettingsError) as info:
         check({"apiKey": 12345})
     assert "12345" not in str(info.value)
+
+
+def test_untrusted_workspace_settings_never_auto_run() -> None:
+    assert combine({"autoRun": True}).auto_run is True
+    untrusted = combine({"trusted": False}, {"autoRun": True})
+    assert untrusted.auto_run is False and untrusted.public()["autoRun"] is False
