@@ -2,37 +2,113 @@
 
 from __future__ import annotations
 
+import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ..protocol import LanguageInfo
+from . import oneshot, repl
 from .base import Executor
 from .kernel import KernelExecutor
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
-# Names models and users give a language, mapped to the one we run it as.
-ALIASES: dict[str, str] = {
-    "python": "python", "py": "python", "python3": "python", "ipython": "python",
-}
+Kind = Literal["kernel", "subprocess", "compile", "display"]
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    """A language we know how to run: by a Jupyter kernel when one is installed for it, else
+    by `kind` with the first of `programs` found on PATH."""
+
+    name: str
+    aliases: tuple[str, ...]
+    kind: Kind
+    programs: tuple[str, ...]
+    install_hint: str
+    fallback: str | None = None  # the language to run instead when this one is not installed
+
+
+LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
+    Language("python", ("py", "python3", "ipython"), "kernel", (),
+             "pip install ipykernel"),
+    Language("shell", ("bash", "sh", "console", "terminal"), "subprocess", ("bash",),
+             "install bash"),
+    Language("zsh", (), "subprocess", ("zsh",), "install zsh", fallback="shell"),
+    Language("fish", (), "subprocess", ("fish",), "install fish", fallback="shell"),
+    Language("javascript", ("js", "node", "nodejs"), "subprocess", ("node", "nodejs"),
+             "install Node.js (Debian: apt install nodejs)"),
+    Language("ruby", ("rb",), "subprocess", ("ruby",), "install Ruby (Debian: apt install ruby)"),
+    Language("r", ("rscript",), "subprocess", ("R",),
+             "install R (Debian: apt install r-base-core)"),
+    Language("powershell", ("pwsh", "ps1"), "subprocess", ("pwsh",),
+             "install PowerShell 7 (pwsh)"),
+    Language("java", (), "compile", ("java",),
+             "install a JDK 11+ (Debian: apt install default-jdk-headless)"),
+    Language("applescript", ("osascript",), "compile", ("osascript",),
+             "AppleScript runs only on macOS (osascript)"),
+    Language("html", ("htm",), "display", (), ""),
+)}
+
+_ALIASES = {alias: lang.name for lang in LANGUAGES.values()
+            for alias in (lang.name, *lang.aliases)}
+_SPECS_TTL = 30.0
+_specs: tuple[float, dict[str, str]] | None = None
 
 
 class UnknownLanguage(LookupError):
     """A language this machine cannot run; the message says what would make it work."""
 
 
+def kernel_languages() -> dict[str, str]:
+    """Installed kernelspecs by their (lowercased) `language`: language -> kernel name.
+    Read at most every 30 s: listing them touches the disk."""
+    global _specs
+    now = time.monotonic()
+    if _specs is None or now - _specs[0] > _SPECS_TTL:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        found: dict[str, str] = {}
+        for name, entry in sorted(KernelSpecManager().get_all_specs().items()):
+            language = str(entry.get("spec", {}).get("language", "")).strip().lower()
+            if language:
+                found.setdefault(_ALIASES.get(language, language), name)
+        _specs = (now, found)
+    return _specs[1]
+
+
+def _program(lang: Language) -> str | None:
+    return next((path for p in lang.programs if (path := shutil.which(p))), None)
+
+
+def _available(name: str) -> bool:
+    if name in kernel_languages():
+        return True
+    lang = LANGUAGES.get(name)
+    if lang is None:
+        return False
+    return lang.kind in ("kernel", "display") or _program(lang) is not None
+
+
 def canonical(language: str) -> str:
-    name = ALIASES.get(language.strip().lower())
+    key = language.strip().lower()
+    name = _ALIASES.get(key) or (key if key in kernel_languages() else None)
     if name is None:
-        known = ", ".join(sorted(set(ALIASES.values())))
-        raise UnknownLanguage(f"cannot run {language!r} here; available: {known}")
+        known = ", ".join(sorted(n for n in {*LANGUAGES, *kernel_languages()} if _available(n)))
+        raise UnknownLanguage(f"cannot run {language!r} here: no such language is known; "
+                              f"available: {known}")
+    lang = LANGUAGES.get(name)
+    if lang is not None and lang.fallback and not _available(name):
+        return lang.fallback  # zsh/fish code runs in bash when that shell is not installed
     return name
 
 
 def runnable() -> set[str]:
     """Every name (aliases included) that fenced code blocks may use to ask for a run."""
-    return set(ALIASES)
+    names = {alias for alias, name in _ALIASES.items() if _available(name)}
+    return names | set(kernel_languages())
 
 
 def create(language: str, cwd: Path, kernel_name: str,
@@ -44,12 +120,55 @@ def create(language: str, cwd: Path, kernel_name: str,
 
             return gateway.for_settings(language, cwd, settings)
         return KernelExecutor("python", kernel_name, cwd)
-    raise UnknownLanguage(f"cannot run {language!r} here")
+    kernel = kernel_languages().get(language)
+    if kernel is not None:  # an installed kernel beats a subprocess REPL
+        return KernelExecutor(language, kernel, cwd)
+    lang = LANGUAGES.get(language)
+    if lang is None:
+        raise UnknownLanguage(f"cannot run {language!r} here")
+    if lang.kind == "display":
+        return oneshot.HtmlExecutor()
+    program = _program(lang)
+    if program is None:
+        raise UnknownLanguage(f"cannot run {lang.name} here: {_missing(lang)}; "
+                              f"{lang.install_hint}")
+    if lang.name == "java":
+        return oneshot.OneShotExecutor("java", ".java", lambda path: [program, str(path)], cwd,
+                                       oneshot.java_source)
+    if lang.name == "applescript":
+        return oneshot.OneShotExecutor("applescript", ".applescript",
+                                       lambda path: [program, str(path)], cwd)
+    spec = {"javascript": repl.node_spec, "ruby": repl.ruby_spec, "r": repl.r_spec,
+            "powershell": repl.pwsh_spec}.get(lang.name)
+    return repl.ReplExecutor(spec(program) if spec else repl.shell_spec(lang.name, program), cwd)
+
+
+def _missing(lang: Language) -> str:
+    return " or ".join(f"`{p}`" for p in lang.programs) + " is not on PATH"
+
+
+def _info(lang: Language, kernel_name: str) -> LanguageInfo:
+    kernel = kernel_name if lang.name == "python" else kernel_languages().get(lang.name)
+    if kernel is not None:
+        return LanguageInfo(name=lang.name, aliases=list(lang.aliases), kind="kernel",
+                            runner=kernel, available=True)
+    if lang.kind == "display":
+        return LanguageInfo(name=lang.name, aliases=list(lang.aliases), kind="display",
+                            runner="shown by the client", available=True)
+    program = _program(lang)
+    if program is None and lang.fallback:
+        return LanguageInfo(name=lang.name, aliases=list(lang.aliases), kind=lang.kind,
+                            runner=f"runs in {lang.fallback}: {_missing(lang)}",
+                            available=True, install_hint=lang.install_hint)
+    return LanguageInfo(name=lang.name, aliases=list(lang.aliases), kind=lang.kind,
+                        runner=program or lang.programs[0], available=program is not None,
+                        install_hint=None if program else lang.install_hint)
 
 
 def describe(kernel_name: str, settings: Settings | None = None) -> list[LanguageInfo]:
-    infos = [LanguageInfo(name="python", aliases=["py", "python3", "ipython"], kind="kernel",
-                          runner=kernel_name, available=True)]
+    infos = [_info(lang, kernel_name) for lang in LANGUAGES.values()]
+    infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
+              for name, kernel in kernel_languages().items() if name not in LANGUAGES]
     gateway = settings.kernel_gateway if settings is not None else None
     if gateway is not None:  # the Python kernel runs on the gateway: say where
         from urllib.parse import urlsplit

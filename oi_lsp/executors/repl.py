@@ -1,0 +1,397 @@
+"""Persistent subprocess REPLs (shell, node, ruby, R, PowerShell) driven by end markers.
+
+Each run's code goes to a file; the REPL is told to run that file and then print a marker made
+of a per-run random token and the exit status. Output (stdout and stderr merged, in order)
+streams until the marker. The marker is assembled at run time, so a REPL that echoes or traces
+its commands (`set -x`) never prints it early. Code runs with stdin on /dev/null.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shlex
+import signal
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .base import Chunk, Emit, Executor, RunResult
+from .process import (
+    INTERRUPT_GRACE,
+    REINTERRUPT,
+    OutputReader,
+    end_group,
+    kill_members,
+    signal_group,
+    spawn,
+)
+
+log = logging.getLogger(__name__)
+
+MARKER_PREFIX = "__oi_end_"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplSpec:
+    """How to drive one interpreter.
+
+    `argv` starts it; `setup` is sent once after start; `command(file, token)` is the line that
+    runs a file and prints MARKER_PREFIX + token + "__" + status. With `channel == "stdin"` the
+    commands go to the REPL's stdin (and the command itself puts the code's stdin on /dev/null);
+    with "fd" they go to a pipe whose number is in $OI_CMD_FD, and stdin is /dev/null outright.
+    """
+
+    language: str
+    argv: tuple[str, ...]
+    suffix: str
+    command: Callable[[str, str], str]
+    channel: str = "fd"
+    setup: str = ""
+
+
+def _q(path: str) -> str:
+    return shlex.quote(path)
+
+
+# Shells: SIGINT ends the sourced file with status 130 and leaves the shell itself alive.
+def _posix_command(path: str, token: str) -> str:
+    return f". {_q(path)} </dev/null; printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$?\"\n"
+
+
+def _fish_command(path: str, token: str) -> str:
+    return (f"source {_q(path)} </dev/null; printf '{MARKER_PREFIX}%s__%d\\n' {token} "
+            "$status\n")
+
+
+_POSIX_SETUP = "trap 'return 130 2>/dev/null' INT\n"
+
+_NODE_DRIVER = r"""
+const fs = require('fs'), vm = require('vm'), util = require('util'), rl = require('readline');
+globalThis.require = require;
+let current = null;
+function finish(token, status) {
+  if (current !== token) return;
+  current = null;
+  process.stdout.write('__oi_end_' + token + '__' + status + '\n');
+}
+function fail(err) {
+  process.stderr.write((err && err.stack) ? err.stack + '\n' : String(err) + '\n');
+  if (current) finish(current, 1);
+}
+process.on('SIGINT', () => { if (current) { process.stderr.write('Interrupted\n');
+                                            finish(current, 130); } });
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+const input = rl.createInterface({input: fs.createReadStream(null, {fd: +process.env.OI_CMD_FD})});
+input.on('line', async (line) => {
+  const {file, token} = JSON.parse(line);
+  current = token;
+  try {
+    let value = vm.runInThisContext(fs.readFileSync(file, 'utf8'), {filename: 'code'});
+    if (value && typeof value.then === 'function') value = await value;
+    if (value !== undefined) process.stdout.write(util.inspect(value) + '\n');
+    finish(token, 0);
+  } catch (err) { if (current === token) fail(err); }
+});
+input.on('close', () => process.exit(0));
+"""
+
+_RUBY_DRIVER = r"""
+$stdout.sync = true
+$stderr.sync = true
+commands = IO.new(ENV['OI_CMD_FD'].to_i)
+scope = TOPLEVEL_BINDING
+loop do
+  begin
+    line = commands.gets
+    break if line.nil?
+    file, token = line.chomp.split("\t", 2)
+    status = 0
+    begin
+      eval(File.read(file), scope, 'code', 1)
+    rescue Interrupt
+      $stderr.puts 'Interrupted'
+      status = 130
+    rescue SystemExit
+      raise
+    rescue Exception => e
+      $stderr.puts "#{e.class}: #{e.message}"
+      $stderr.puts e.backtrace.reject { |l| l.include?('-e:') }.first(10)
+      status = 1
+    end
+    $stdout.write("__oi_end_#{token}__#{status}\n")
+  rescue Interrupt
+    # A late interrupt between runs: nothing is running, keep serving.
+  end
+end
+"""
+
+_R_DRIVER = r"""
+local({
+  commands <- file(paste0("/dev/fd/", Sys.getenv("OI_CMD_FD")), open = "r")
+  repeat {
+    line <- tryCatch(readLines(commands, n = 1), interrupt = function(e) character(0))
+    if (length(line) == 0) { if (isOpen(commands)) next else quit(save = "no") }
+    parts <- strsplit(line, "\t", fixed = TRUE)[[1]]
+    status <- tryCatch({
+      withCallingHandlers(
+        source(parts[1], local = globalenv(), echo = FALSE, print.eval = TRUE),
+        warning = function(w) {
+          message("Warning: ", conditionMessage(w)); invokeRestart("muffleWarning") })
+      0L
+    }, interrupt = function(e) { message("Interrupted"); 130L },
+       error = function(e) { message("Error: ", conditionMessage(e)); 1L })
+    cat(sprintf("__oi_end_%s__%d\n", parts[2], status))
+    flush(stdout())
+  }
+})
+"""
+
+
+def _json_command(path: str, token: str) -> str:
+    return json.dumps({"file": path, "token": token}) + "\n"
+
+
+def _tab_command(path: str, token: str) -> str:
+    return f"{path}\t{token}\n"
+
+
+def _pwsh_command(path: str, token: str) -> str:
+    quoted = path.replace("'", "''")
+    return (f"$global:LASTEXITCODE = 0; $__oi_ok = $true; "
+            f"try {{ . '{quoted}' }} catch {{ $__oi_ok = $false; Write-Error $_ }}; "
+            f"$__oi_s = if (-not $__oi_ok -or -not $?) {{ 1 }} else {{ $LASTEXITCODE }}; "
+            f"[Console]::Out.Write('{MARKER_PREFIX}' + '{token}' + '__' + $__oi_s + \"`n\")\n")
+
+
+def shell_spec(language: str, program: str) -> ReplSpec:
+    """bash, zsh, sh-like shells and fish: a non-interactive shell reading commands."""
+    name = Path(program).name
+    if name == "fish":
+        return ReplSpec(language, (program, "--no-config"), ".fish", _fish_command, "stdin")
+    argv: tuple[str, ...] = (program, "--noprofile", "--norc") if name == "bash" else (
+        (program, "-f") if name == "zsh" else (program,))
+    return ReplSpec(language, argv, ".sh", _posix_command, "stdin", _POSIX_SETUP)
+
+
+def node_spec(program: str) -> ReplSpec:
+    return ReplSpec("javascript", (program, "-e", _NODE_DRIVER), ".js", _json_command)
+
+
+def ruby_spec(program: str) -> ReplSpec:
+    return ReplSpec("ruby", (program, "-e", _RUBY_DRIVER), ".rb", _tab_command)
+
+
+def r_spec(program: str) -> ReplSpec:
+    return ReplSpec("r", (program, "--quiet", "--no-save", "--no-restore", "--no-echo", "-e",
+                          _R_DRIVER), ".R", _tab_command)
+
+
+def pwsh_spec(program: str) -> ReplSpec:
+    return ReplSpec("powershell", (program, "-NoLogo", "-NoProfile", "-NonInteractive",
+                                   "-Command", "-"), ".ps1", _pwsh_command, "stdin")
+
+
+class ReplExecutor(Executor):
+    """One long-lived interpreter process for one language in one workspace."""
+
+    def __init__(self, spec: ReplSpec, cwd: Path) -> None:
+        self.spec = spec
+        self.language = spec.language
+        self.cwd = cwd
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: OutputReader | None = None
+        self._cmd_fd: int | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._lock = asyncio.Lock()
+        self._runs = 0
+        self._lost: str | None = None  # why the previous REPL ended, told on the next run
+
+    @property
+    def name(self) -> str:
+        return Path(self.spec.argv[0]).name
+
+    # Lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._proc is None:
+            await self._spawn()
+
+    async def _spawn(self) -> None:
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix=f"oi-{self.spec.language}-")
+        read_fd = None
+        env = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "NO_COLOR": "1"}
+        if self.spec.channel == "fd":
+            read_fd, self._cmd_fd = os.pipe()
+            os.set_inheritable(read_fd, True)
+            env["OI_CMD_FD"] = str(read_fd)
+        try:
+            self._proc = await spawn(self.spec.argv, self.cwd, env=env,
+                                     stdin_pipe=self.spec.channel == "stdin",
+                                     pass_fds=() if read_fd is None else (read_fd,))
+        except BaseException:
+            self._close_fd()
+            raise
+        finally:
+            if read_fd is not None:
+                os.close(read_fd)
+        assert self._proc.stdout is not None
+        self._reader = OutputReader(self._proc.stdout)
+        if self.spec.setup:
+            self._send(self.spec.setup)
+        log.info("%s REPL started (pid %s) in %s", self.name, self._proc.pid, self.cwd)
+
+    def _send(self, text: str) -> None:
+        data = text.encode()
+        if self.spec.channel == "stdin":
+            assert self._proc is not None and self._proc.stdin is not None
+            self._proc.stdin.write(data)
+        else:
+            assert self._cmd_fd is not None
+            os.write(self._cmd_fd, data)  # one short line: a pipe takes it at once
+
+    def _close_fd(self) -> None:
+        if self._cmd_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._cmd_fd)
+            self._cmd_fd = None
+
+    async def interrupt(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            signal_group(self._proc.pid, signal.SIGINT)
+
+    async def restart(self) -> None:
+        async with self._lock:
+            await self._stop_process()
+            self._lost = None
+            await self._spawn()
+
+    async def _stop_process(self) -> None:
+        proc, self._proc = self._proc, None
+        self._close_fd()
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        await end_group(proc)
+        self._reader = None
+
+    async def shutdown(self) -> None:
+        await self._stop_process()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    async def is_alive(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # Running -------------------------------------------------------------------------------
+
+    async def run(self, code: str, emit: Emit) -> RunResult:
+        async with self._lock:
+            await self._ensure(emit)
+            assert self._dir is not None and self._reader is not None
+            self._runs += 1
+            path = Path(self._dir.name) / f"run{self._runs}{self.spec.suffix}"
+            path.write_text(code if code.endswith("\n") else code + "\n", encoding="utf-8")
+            token = secrets.token_hex(8)
+            marker = f"{MARKER_PREFIX}{token}__"
+            try:
+                self._send(self.spec.command(str(path), token))
+                status = await self._reader.until_marker(marker, emit)
+            except asyncio.CancelledError:
+                await self._settle(marker, emit)
+                raise
+            except (BrokenPipeError, ConnectionResetError):
+                status = None
+            finally:
+                path.unlink(missing_ok=True)
+            if status is None:
+                return await self._died(emit)
+            if status == 0:
+                return RunResult("ok", exit_code=0)
+            if status == 130:
+                return RunResult("stopped", "interrupted", exit_code=status)
+            return RunResult("error", f"exit status {status}", exit_code=status)
+
+    async def _ensure(self, emit: Emit) -> None:
+        """A REPL to run in: started on first use, started anew (saying so) after it died."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None and _zombie(proc.pid):
+            await proc.wait()  # it died since the last run; asyncio may not have reaped it yet
+        if proc is not None and proc.returncode is not None:
+            self._lost = self._lost or f"it exited ({_exit_text(proc.returncode)})"
+            await self._stop_process()
+        if self._proc is None:
+            await self._spawn()
+            if self._lost is not None:
+                emit(Chunk("console", "output", f"[the {self.name} REPL had stopped: "
+                           f"{self._lost}; started a new one, earlier state is lost]\n"))
+                self._lost = None
+
+    async def _died(self, emit: Emit) -> RunResult:
+        """The output ended without a marker: the REPL exited during the run."""
+        assert self._proc is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(INTERRUPT_GRACE):
+                await self._proc.wait()
+        why = _exit_text(self._proc.returncode)
+        emit(Chunk("console", "output", f"\n[the {self.name} REPL exited during this run "
+                   f"({why}); the next run starts a new one]\n"))
+        self._lost = f"it exited ({why})"
+        await self._stop_process()
+        return RunResult("error", f"the {self.name} REPL exited ({why})")
+
+    async def _settle(self, marker: str, emit: Emit) -> None:
+        """After a cancelled run: SIGINT the group until the marker comes; if it does not come
+        within the grace, end the group (the next run starts a new REPL). Either way, what the
+        run left in the group (background jobs) is killed too."""
+        proc, reader = self._proc, self._reader
+        assert proc is not None and reader is not None
+        wait = asyncio.create_task(reader.until_marker(marker, emit))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + INTERRUPT_GRACE
+        try:
+            while not wait.done() and loop.time() < deadline:
+                signal_group(proc.pid, signal.SIGINT)
+                await asyncio.wait([wait], timeout=min(REINTERRUPT, deadline - loop.time()))
+        finally:
+            if not wait.done():
+                wait.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await wait
+        if wait.cancelled() or wait.exception() is not None or wait.result() is None:
+            log.warning("%s REPL did not stop on SIGINT; ending it", self.name)
+            self._lost = "it was killed to stop a run"
+            await self._stop_process()
+            return
+        await kill_members(proc.pid, exclude=proc.pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit status {code}"
