@@ -1,0 +1,98 @@
+// The chat: a WebviewView in the "Open Interpreter" activity-bar container.
+import * as crypto from 'node:crypto';
+import * as vscode from 'vscode';
+import { type Folder, type FromWebview, Router, type ToWebview } from './router';
+import { chatHtml } from './page';
+import type { Server } from './server';
+
+export const VIEW_ID = 'oi.chat';
+
+export function folders(): Folder[] {
+    return (vscode.workspace.workspaceFolders ?? []).map((f) => ({ uri: f.uri.toString(), name: f.name }));
+}
+
+export class ChatView implements vscode.WebviewViewProvider {
+    private view: vscode.WebviewView | undefined;
+    readonly router = new Router(folders());
+
+    constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server) {
+        server.onNotification((method, params) => {
+            const message = this.router.notification(method, params);
+            if (message) this.post(message);
+        });
+    }
+
+    resolveWebviewView(view: vscode.WebviewView): void {
+        this.view = view;
+        const media = vscode.Uri.joinPath(this.extensionUri, 'dist');
+        view.webview.options = { enableScripts: true, localResourceRoots: [media, vscode.Uri.joinPath(this.extensionUri, 'media')] };
+        view.webview.html = this.html(view.webview);
+        view.webview.onDidReceiveMessage((m: FromWebview) => void this.receive(m));
+        view.onDidDispose(() => { this.view = undefined; });
+    }
+
+    post(message: ToWebview): void {
+        void this.view?.webview.postMessage(message);
+    }
+
+    /** Reveal the view (Open Chat, Run Selection as Instruction). */
+    async reveal(): Promise<void> {
+        await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+    }
+
+    /** Tell the view about the folders, the current one and trust; then reload its history. */
+    async refresh(): Promise<void> {
+        this.router.setFolders(folders());
+        this.post({
+            type: 'folders', folders: this.router.folders, current: this.router.current,
+            trusted: vscode.workspace.isTrusted,
+            autoRun: vscode.workspace.isTrusted && vscode.workspace.getConfiguration('oi').get<boolean>('autoRun') === true,
+        });
+        try {
+            const history = await this.server.request<{ workspace: string; messages: unknown[] }>(
+                'oi/history', this.router.current ? { workspace: this.router.current } : {});
+            this.post({ type: 'history', workspace: history.workspace, messages: history.messages });
+        } catch (err) {
+            this.post({ type: 'error', message: `Could not load the conversation: ${errorText(err)}` });
+        }
+    }
+
+    /** Sends a chat turn and shows its failure, if any (the stream shows the rest). */
+    async chat(params: Record<string, unknown>, shown: string): Promise<void> {
+        this.post({ type: 'user', text: shown });
+        try {
+            const result = await this.server.request<{ status: string; error?: string }>('oi/chat', params);
+            if (result.status === 'error') this.post({ type: 'error', message: result.error ?? 'the turn failed' });
+        } catch (err) {
+            this.post({ type: 'error', message: errorText(err) });
+        }
+    }
+
+    private async receive(message: FromWebview): Promise<void> {
+        if (message.type === 'ready') return this.refresh();
+        if (message.type === 'switchFolder') {
+            if (this.router.switchTo(message.uri)) await this.refresh();
+            return;
+        }
+        const request = this.router.request(message);
+        if (!request) return;
+        if (request.method === 'oi/chat') return this.chat(request.params, String(request.params.message));
+        try {
+            await this.server.request(request.method, request.params);
+            if (request.method === 'oi/reset') this.post({ type: 'cleared' });
+        } catch (err) {
+            this.post({ type: 'error', message: errorText(err) });
+        }
+    }
+
+    private html(webview: vscode.Webview): string {
+        const nonce = crypto.randomBytes(16).toString('base64');
+        const script = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview.js'));
+        const style = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'media', 'chat.css'));
+        return chatHtml({ cspSource: webview.cspSource, nonce, script: script.toString(), style: style.toString() });
+    }
+}
+
+export function errorText(err: unknown): string {
+    return err instanceof Error ? err.message : String(err);
+}

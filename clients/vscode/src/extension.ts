@@ -1,0 +1,137 @@
+// Entry point: wires the server, the chat view and the commands together.
+import * as vscode from 'vscode';
+import { ChatView, VIEW_ID, errorText } from './chatView';
+import { onInterpreterChange } from './python';
+import { folderOf, selectionChat } from './router';
+import { API_KEY_SECRET, Server } from './server';
+import { autoRunAllowed } from './settings';
+
+let running: Server | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+    const server = running = new Server(context);
+    const chat = new ChatView(context.extensionUri, server);
+    const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 100);
+    status.command = 'oi.stop';
+    context.subscriptions.push(server, status,
+        vscode.window.registerWebviewViewProvider(VIEW_ID, chat));
+
+    server.onNotification(() => {
+        const s = chat.router.status();
+        status.text = s === 'idle' ? '' : `$(sync~spin) Open Interpreter: ${s === 'thinking' ? 'model thinking' : 'running'}`;
+        status.tooltip = 'Click to stop';
+        if (s === 'idle') status.hide(); else status.show();
+    });
+
+    const command = (id: string, run: (...args: unknown[]) => unknown): void => {
+        context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+            try {
+                await run(...args);
+            } catch (err) {
+                void vscode.window.showErrorMessage(`Open Interpreter: ${errorText(err)}`);
+            }
+        }));
+    };
+
+    /** The selection (or the current line), the document and its folder, switching the chat to it. */
+    const selection = (): { text: string; editor: vscode.TextEditor } | undefined => {
+        const editor = vscode.window.activeTextEditor;
+        if (!editor) {
+            void vscode.window.showInformationMessage('Open Interpreter: no editor is active.');
+            return undefined;
+        }
+        const range = editor.selection.isEmpty ? editor.document.lineAt(editor.selection.active.line).range : editor.selection;
+        const text = editor.document.getText(range);
+        const folder = folderOf(editor.document.uri.toString(), chat.router.folders);
+        if (folder && chat.router.current !== folder.uri) {
+            chat.router.switchTo(folder.uri);
+            void chat.refresh();
+        }
+        return text.trim() ? { text, editor } : undefined;
+    };
+
+    command('oi.openChat', () => chat.reveal());
+    command('oi.runSelectionAsInstruction', async () => {
+        const sel = selection();
+        if (!sel) return;
+        const { editor } = sel;
+        const r = editor.selection.isEmpty ? editor.document.lineAt(editor.selection.active.line).range : editor.selection;
+        await chat.reveal();
+        await chat.chat(selectionChat(sel.text, { uri: editor.document.uri.toString(), language: editor.document.languageId },
+            { start: { line: r.start.line, character: r.start.character }, end: { line: r.end.line, character: r.end.character } },
+            chat.router.current), sel.text);
+    });
+    command('oi.runSelectionInSession', async () => {
+        const sel = selection();
+        if (!sel) return;
+        await chat.reveal();
+        await server.request('oi/execute', {
+            language: sel.editor.document.languageId, code: sel.text,
+            ...(chat.router.current ? { workspace: chat.router.current } : {}),
+        });
+    });
+    command('oi.stop', () => server.request('oi/stop', chat.router.current ? { workspace: chat.router.current } : {}));
+    command('oi.reset', async () => {
+        await server.request('oi/reset', chat.router.current ? { workspace: chat.router.current } : {});
+        chat.post({ type: 'cleared' });
+    });
+    command('oi.toggleAutoRun', async () => {
+        const config = vscode.workspace.getConfiguration('oi');
+        const on = config.get<boolean>('autoRun') === true;
+        if (!on && !autoRunAllowed(vscode.workspace.isTrusted)) {
+            void vscode.window.showWarningMessage('Open Interpreter: auto-run cannot be turned on in an untrusted workspace.');
+            return;
+        }
+        await config.update('autoRun', !on, vscode.ConfigurationTarget.Global);
+        void vscode.window.showInformationMessage(`Open Interpreter: auto-run ${on ? 'off' : 'on'}.`);
+    });
+    command('oi.selectModel', async () => {
+        const config = vscode.workspace.getConfiguration('oi');
+        const model = await vscode.window.showInputBox({
+            title: 'Open Interpreter: model', value: config.get<string>('model') ?? '',
+            prompt: 'A litellm model string: gpt-4o-mini, ollama/llama3.1, openai/<name> for an OpenAI-compatible server',
+        });
+        if (model !== undefined) await config.update('model', model.trim(), vscode.ConfigurationTarget.Global);
+    });
+    command('oi.setApiKey', async () => {
+        const key = await vscode.window.showInputBox({
+            title: 'Open Interpreter: API key', password: true, ignoreFocusOut: true,
+            prompt: 'Kept in VS Code\'s secret storage and passed to oi-lsp; empty removes it',
+        });
+        if (key === undefined) return;
+        if (key.trim()) await context.secrets.store(API_KEY_SECRET, key.trim());
+        else await context.secrets.delete(API_KEY_SECRET);
+        await server.pushSettings();
+    });
+    command('oi.showServerOutput', () => server.output.show());
+    command('oi.restartServer', async () => {
+        await server.restart();
+        await chat.refresh();
+    });
+
+    context.subscriptions.push(
+        vscode.workspace.onDidChangeConfiguration((e) => {
+            if (e.affectsConfiguration('oi.serverPath') || e.affectsConfiguration('oi.serverArgs')) {
+                void server.restart().then(() => chat.refresh());
+            } else if (e.affectsConfiguration('oi')) {
+                void server.pushSettings();
+                void chat.refresh();
+            }
+        }),
+        vscode.workspace.onDidChangeWorkspaceFolders(() => void chat.refresh()),
+        vscode.workspace.onDidGrantWorkspaceTrust(() => {
+            void server.pushSettings();
+            void chat.refresh();
+        }),
+    );
+    const interpreter = await onInterpreterChange(() => {
+        if (!vscode.workspace.getConfiguration('oi').get<string>('serverPath')) void server.restart();
+    });
+    if (interpreter) context.subscriptions.push(interpreter);
+    void server.get();  // start now, so the first message does not wait for the kernel
+}
+
+export function deactivate(): Promise<void> | undefined {
+    // Returned so VS Code waits for the shutdown: oi-lsp then stops its kernels.
+    return running?.stop();
+}

@@ -1,0 +1,152 @@
+// Message routing between the server's oi/* notifications, the chat webview and oi/* requests.
+// Pure: no `vscode` import, so the unit tests run it in plain node.
+import { fileURLToPath } from 'node:url';
+
+/** Server → client notifications of docs/protocol.md. */
+export const STREAM = 'oi/stream';
+export const PROPOSAL = 'oi/proposal';
+export const TURN = 'oi/turn';
+
+export interface Folder { uri: string; name: string }
+
+/** Messages the extension posts to the webview. */
+export type ToWebview =
+    | { type: 'folders'; folders: Folder[]; current: string | undefined; trusted: boolean; autoRun: boolean }
+    | { type: 'history'; workspace: string; messages: unknown[] }
+    | { type: 'stream'; chunk: Record<string, unknown> }
+    | { type: 'proposal'; proposal: Record<string, unknown> }
+    | { type: 'turn'; turn: Record<string, unknown> }
+    | { type: 'user'; text: string }
+    | { type: 'error'; message: string }
+    | { type: 'cleared' };
+
+/** Messages the webview posts to the extension. */
+export type FromWebview =
+    | { type: 'ready' }
+    | { type: 'send'; text: string }
+    | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit'; code?: string }
+    | { type: 'stop' }
+    | { type: 'reset' }
+    | { type: 'switchFolder'; uri: string };
+
+export type Status = 'idle' | 'thinking' | 'running';
+
+/** Compare folder URIs by path: the server normalizes them (pygls) differently from VS Code. */
+export function sameFolder(a: string | undefined, b: string | undefined): boolean {
+    if (a === undefined || b === undefined) return false;
+    if (a === b) return true;
+    try {
+        return fileURLToPath(a).replace(/\/+$/, '') === fileURLToPath(b).replace(/\/+$/, '');
+    } catch {
+        return false;
+    }
+}
+
+/** The folder holding a document, the deepest one when folders nest. */
+export function folderOf(document: string, folders: Folder[]): Folder | undefined {
+    let doc: string;
+    try {
+        doc = fileURLToPath(document);
+    } catch {
+        return undefined;
+    }
+    let best: Folder | undefined;
+    for (const folder of folders) {
+        let dir: string;
+        try {
+            dir = fileURLToPath(folder.uri).replace(/\/+$/, '');
+        } catch {
+            continue;
+        }
+        if ((doc === dir || doc.startsWith(dir + '/')) && (!best || dir.length > fileURLToPath(best.uri).length)) {
+            best = folder;
+        }
+    }
+    return best;
+}
+
+/**
+ * Tracks the folder the chat talks to and turns notifications into webview messages (only the
+ * current folder's; the others reload from oi/history when the user switches) and statuses.
+ */
+export class Router {
+    current: string | undefined;
+    private statuses = new Map<string, Status>();
+
+    constructor(public folders: Folder[] = []) {
+        this.current = folders[0]?.uri;
+    }
+
+    setFolders(folders: Folder[]): void {
+        this.folders = folders;
+        if (!folders.some((f) => sameFolder(f.uri, this.current))) this.current = folders[0]?.uri;
+    }
+
+    switchTo(uri: string): boolean {
+        const folder = this.folders.find((f) => sameFolder(f.uri, uri));
+        if (!folder) return false;
+        this.current = folder.uri;
+        return true;
+    }
+
+    /** The status of the current folder's session. */
+    status(): Status {
+        for (const [ws, status] of this.statuses) if (sameFolder(ws, this.current)) return status;
+        return 'idle';
+    }
+
+    /** A notification from the server: the webview message to post, if it is for the view. */
+    notification(method: string, params: unknown): ToWebview | undefined {
+        if (typeof params !== 'object' || params === null) return undefined;
+        const p = params as Record<string, unknown>;
+        const workspace = typeof p.workspace === 'string' ? p.workspace : undefined;
+        if (method === STREAM && p.type === 'status' && workspace && typeof p.format === 'string') {
+            this.statuses.set(workspace, p.format as Status);
+        }
+        if (method === TURN && workspace) {
+            this.statuses.set(workspace, p.status === 'running' ? (p.kind === 'execute' ? 'running' : 'thinking') : 'idle');
+        }
+        // With no folder open the server uses its working directory: show everything then.
+        if (this.current !== undefined && !sameFolder(workspace, this.current)) return undefined;
+        switch (method) {
+            case STREAM: return { type: 'stream', chunk: p };
+            case PROPOSAL: return { type: 'proposal', proposal: p };
+            case TURN: return { type: 'turn', turn: p };
+            default: return undefined;
+        }
+    }
+
+    /** A webview message that is an oi/* request: its method and params (with the folder). */
+    request(message: FromWebview): { method: string; params: Record<string, unknown> } | undefined {
+        const workspace = this.current ? { workspace: this.current } : {};
+        switch (message.type) {
+            case 'send': {
+                const text = message.text.trim();
+                return text ? { method: 'oi/chat', params: { message: text, ...workspace } } : undefined;
+            }
+            case 'approve': {
+                const params: Record<string, unknown> = { proposalId: message.proposalId, decision: message.decision, ...workspace };
+                if (message.decision === 'edit') params.code = message.code ?? '';
+                return { method: 'oi/approve', params };
+            }
+            case 'stop': return { method: 'oi/stop', params: workspace };
+            case 'reset': return { method: 'oi/reset', params: workspace };
+            default: return undefined;
+        }
+    }
+}
+
+/** The oi/chat params of "Run Selection as Instruction". */
+export function selectionChat(
+    text: string,
+    doc: { uri: string; language: string },
+    range: { start: { line: number; character: number }; end: { line: number; character: number } },
+    workspace: string | undefined,
+): Record<string, unknown> {
+    return {
+        message: text,
+        ...(workspace ? { workspace } : {}),
+        // The selection is the instruction; where it comes from is the context (no copy of it).
+        context: { uri: doc.uri, language: doc.language, range },
+    };
+}

@@ -1,0 +1,142 @@
+// The oi-lsp server's lifecycle: find it, start it over stdio, route its notifications, stop it.
+import * as fs from 'node:fs';
+import * as vscode from 'vscode';
+import {
+    LanguageClient, type LanguageClientOptions, type ServerOptions, State, TransportKind,
+    type StaticFeature, type ClientCapabilities, type FeatureState,
+} from 'vscode-languageclient/node';
+import { selectedInterpreter } from './python';
+import { PROPOSAL, STREAM, TURN } from './router';
+import { configuredServer, serverSettings } from './settings';
+import { findServer } from './serverPath';
+
+export const API_KEY_SECRET = 'oi.apiKey';
+
+/** Announces `experimental.oi`: this client renders oi/stream and oi/proposal itself. */
+class OiFeature implements StaticFeature {
+    getState(): FeatureState { return { kind: 'static' }; }
+    fillClientCapabilities(capabilities: ClientCapabilities): void {
+        capabilities.experimental = { ...(capabilities.experimental as object | undefined), oi: true };
+    }
+    initialize(): void { /* nothing to set up: the capability is all */ }
+    clear(): void { /* nothing to undo */ }
+}
+
+function isExecutable(file: string): boolean {
+    try {
+        fs.accessSync(file, fs.constants.X_OK);
+        return fs.statSync(file).isFile();
+    } catch {
+        return false;
+    }
+}
+
+export class Server implements vscode.Disposable {
+    private client: LanguageClient | undefined;
+    private starting: Promise<LanguageClient | undefined> | undefined;
+    readonly output: vscode.LogOutputChannel;
+    private readonly listeners: Array<(method: string, params: unknown) => void> = [];
+
+    constructor(private readonly context: vscode.ExtensionContext) {
+        this.output = vscode.window.createOutputChannel('Open Interpreter', { log: true });
+    }
+
+    onNotification(listener: (method: string, params: unknown) => void): void {
+        this.listeners.push(listener);
+    }
+
+    async settings(): Promise<Record<string, unknown>> {
+        const apiKey = await this.context.secrets.get(API_KEY_SECRET);
+        return { ...serverSettings(vscode.workspace.getConfiguration('oi'), vscode.workspace.isTrusted, apiKey) };
+    }
+
+    /** The running client, started on first use. Undefined when the server cannot start. */
+    async get(): Promise<LanguageClient | undefined> {
+        if (this.client?.state === State.Running) return this.client;
+        this.starting ??= this.start().finally(() => { this.starting = undefined; });
+        return this.starting;
+    }
+
+    private async start(): Promise<LanguageClient | undefined> {
+        const config = vscode.workspace.getConfiguration('oi');
+        const extraArgs = config.get<string[]>('serverArgs') ?? [];
+        const interpreter = await selectedInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri);
+        const found = findServer(configuredServer(config), interpreter, extraArgs,
+            { isExecutable, platform: process.platform, pathVar: process.env.PATH });
+        if (!found.ok) {
+            this.output.error(found.message);
+            void vscode.window.showErrorMessage(found.message, 'Open Settings').then((choice) => {
+                if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', 'oi.serverPath');
+            });
+            return undefined;
+        }
+        this.output.info(`starting ${found.server.command} ${found.server.args.join(' ')} (from ${found.server.source})`);
+        const serverOptions: ServerOptions = {
+            command: found.server.command,
+            args: found.server.args,
+            transport: TransportKind.stdio,
+        };
+        const clientOptions: LanguageClientOptions = {
+            // No documentSelector: oi-lsp serves the workspace, not documents.
+            documentSelector: [],
+            outputChannel: this.output,
+            initializationOptions: { oi: await this.settings() },
+            middleware: {
+                workspace: {
+                    // A pull of the `oi` section gets what a push sends: the API key from
+                    // SecretStorage, auto-run off in an untrusted workspace.
+                    configuration: async (params, token, next) => {
+                        if (!params.items.some((item) => item.section === 'oi')) return next(params, token);
+                        const settings = await this.settings();
+                        return params.items.map((item) => (item.section === 'oi' ? settings : null));
+                    },
+                },
+            },
+        };
+        const client = new LanguageClient('oi', 'Open Interpreter', serverOptions, clientOptions);
+        client.registerFeature(new OiFeature());
+        for (const method of [STREAM, PROPOSAL, TURN]) {
+            client.onNotification(method, (params: unknown) => {
+                for (const listener of this.listeners) listener(method, params);
+            });
+        }
+        try {
+            await client.start();
+        } catch (err) {
+            this.output.error(`oi-lsp did not start: ${String(err)}`);
+            void vscode.window.showErrorMessage(`Open Interpreter: oi-lsp did not start (${String(err)}). See "Show Server Output".`);
+            return undefined;
+        }
+        this.client = client;
+        return client;
+    }
+
+    /** Sends the current settings (after a settings change or a new API key). */
+    async pushSettings(): Promise<void> {
+        const client = this.client;
+        if (client?.state !== State.Running) return;
+        await client.sendNotification('workspace/didChangeConfiguration', { settings: { oi: await this.settings() } });
+    }
+
+    async request<T>(method: string, params: Record<string, unknown>): Promise<T> {
+        const client = await this.get();
+        if (!client) throw new Error('oi-lsp is not running');
+        return client.sendRequest<T>(method, params);
+    }
+
+    async stop(): Promise<void> {
+        const client = this.client;
+        this.client = undefined;
+        if (client) await client.stop(5000).catch((err) => this.output.warn(`stop: ${String(err)}`));
+    }
+
+    async restart(): Promise<void> {
+        await this.stop();
+        await this.get();
+    }
+
+    dispose(): void {
+        void this.stop();
+        this.output.dispose();
+    }
+}

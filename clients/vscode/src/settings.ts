@@ -1,0 +1,51 @@
+// The `oi.*` settings and what of them reaches the server. Pure: no `vscode` import, so the
+// unit tests run it in plain node.
+
+/** What the extension reads from the `oi` configuration section. */
+export interface ConfigReader {
+    get<T>(key: string): T | undefined;
+}
+
+/** The `oi` section as the server takes it (docs/protocol.md, Settings). */
+export interface ServerSettings {
+    model?: string;
+    apiBase?: string;
+    apiKey?: string;
+    autoRun: boolean;
+    executionTimeout?: number;
+}
+
+function nonEmpty(value: unknown): string | undefined {
+    return typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined;
+}
+
+/**
+ * The settings sent with `initialize` and `workspace/didChangeConfiguration`. Empty strings and
+ * nulls are left out (the server refuses a wrong type); an untrusted workspace never auto-runs.
+ */
+export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: string): ServerSettings {
+    const settings: ServerSettings = { autoRun: trusted && config.get<boolean>('autoRun') === true };
+    const model = nonEmpty(config.get('model'));
+    if (model) settings.model = model;
+    const apiBase = nonEmpty(config.get('apiBase'));
+    if (apiBase) settings.apiBase = apiBase;
+    const timeout = config.get<unknown>('executionTimeout');
+    if (typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0) {
+        settings.executionTimeout = timeout;
+    }
+    if (apiKey) settings.apiKey = apiKey;
+    return settings;
+}
+
+/** Whether a toggle of auto-run may turn it on: never in an untrusted workspace. */
+export function autoRunAllowed(trusted: boolean): boolean {
+    return trusted;
+}
+
+/** The explicit server command from settings, if any. */
+export function configuredServer(config: ConfigReader): { command: string; args: string[] } | undefined {
+    const command = nonEmpty(config.get('serverPath'));
+    if (!command) return undefined;
+    const args = config.get<unknown>('serverArgs');
+    return { command, args: Array.isArray(args) ? args.filter((a): a is string => typeof a === 'string') : [] };
+}

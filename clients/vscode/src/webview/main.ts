@@ -1,0 +1,354 @@
+// The chat page. It only renders what the extension posts (docs/protocol.md's notifications and
+// oi/history) and posts the user's actions back; it never talks to the server itself.
+import DOMPurify from 'dompurify';
+import { marked } from 'marked';
+
+interface VsCodeApi { postMessage(message: unknown): void }
+declare function acquireVsCodeApi(): VsCodeApi;
+
+type Chunk = { turnId?: string; role?: string; type?: string; format?: string; content?: string; start?: boolean; end?: boolean };
+type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean };
+type Message = { role: string; type: string; format?: string; content: string; turnId?: string };
+
+const vscode = acquireVsCodeApi();
+const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
+const log = $<HTMLElement>('oi-log');
+const input = $<HTMLTextAreaElement>('oi-input');
+const folderSelect = $<HTMLSelectElement>('oi-folder');
+const statusBox = $<HTMLElement>('oi-status');
+const statusText = $<HTMLElement>('oi-status-text');
+
+/** Markdown to safe HTML: scripts, event handlers and javascript: URLs are removed. */
+export function renderMarkdown(text: string): string {
+    return DOMPurify.sanitize(marked.parse(text, { async: false, gfm: true, breaks: false }));
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+}
+
+function scrollDown(): void {
+    log.scrollTop = log.scrollHeight;
+}
+
+// Streaming state ---------------------------------------------------------------------------
+
+interface Block { kind: string; node: HTMLElement; text: string }
+/** The open block (one at a time per the protocol, keyed to be safe). */
+const open = new Map<string, Block>();
+/** The code block console output and images attach to: the last proposal or confirmation. */
+let lastCode: HTMLElement | undefined;
+/** Answered proposals waiting for the confirmation chunk of what ran, by turn. */
+const awaitingRun = new Map<string, HTMLElement>();
+const pendingRender = new Set<Block>();
+let renderTimer: number | undefined;
+
+function key(c: Chunk): string {
+    return `${c.turnId ?? ''}|${c.role ?? ''}|${c.type ?? ''}|${c.format ?? ''}`;
+}
+
+/** Re-render streamed markdown at most every 30 ms (a chunk can be a single token). */
+function scheduleRender(block: Block): void {
+    pendingRender.add(block);
+    renderTimer ??= window.setTimeout(() => {
+        renderTimer = undefined;
+        for (const b of pendingRender) b.node.innerHTML = renderMarkdown(b.text);
+        pendingRender.clear();
+        scrollDown();
+    }, 30);
+}
+
+function codeBlock(language: string, code: string, cls: string): HTMLElement {
+    const box = el('div', `oi-code ${cls}`);
+    box.dataset.language = language;
+    const head = el('div', 'oi-code-head');
+    head.append(el('span', 'oi-lang', language));
+    box.append(head);
+    const pre = el('pre', 'oi-source');
+    pre.append(el('code', `language-${language}`, code));
+    box.append(pre);
+    log.append(box);
+    lastCode = box;
+    return box;
+}
+
+function setCode(box: HTMLElement, code: string): void {
+    const codeEl = box.querySelector('.oi-source code');
+    if (codeEl) codeEl.textContent = code;
+}
+
+function outputOf(box: HTMLElement | undefined): HTMLPreElement {
+    const host = box ?? log;
+    let pre = host.querySelector<HTMLPreElement>(':scope > details.oi-output > pre');
+    if (!pre) {
+        const details = el('details', 'oi-output');
+        details.open = true;
+        details.append(el('summary', undefined, 'Output'));
+        pre = el('pre');
+        details.append(pre);
+        host.append(details);
+    }
+    return pre;
+}
+
+function imageSrc(format: string | undefined, data: string): string {
+    if (format === 'svg') return `data:image/svg+xml;base64,${btoa(unescape(encodeURIComponent(data)))}`;
+    return `data:image/${format === 'base64.jpeg' ? 'jpeg' : 'png'};base64,${data.replace(/\s+/g, '')}`;
+}
+
+function addImage(format: string | undefined, data: string): void {
+    const img = el('img', 'oi-image');
+    img.alt = 'image output';
+    img.src = imageSrc(format, data);
+    (lastCode ?? log).append(img);
+}
+
+function addHtml(html: string): void {
+    const box = el('div', 'oi-html');
+    box.innerHTML = DOMPurify.sanitize(html);
+    (lastCode ?? log).append(box);
+}
+
+function openBlock(c: Chunk): Block {
+    if (c.type === 'message') {
+        const node = el('div', 'oi-assistant oi-md');
+        log.append(node);
+        return { kind: 'message', node, text: '' };
+    }
+    if (c.type === 'confirmation') {
+        // The code that runs: it belongs to the proposal the user answered, if there is one.
+        const answered = c.turnId ? awaitingRun.get(c.turnId) : undefined;
+        if (answered) {
+            awaitingRun.delete(c.turnId ?? '');
+            lastCode = answered;
+            return { kind: 'confirmation', node: answered, text: '' };
+        }
+        return { kind: 'confirmation', node: codeBlock(c.format ?? 'text', '', 'oi-ran'), text: '' };
+    }
+    if (c.type === 'console') return { kind: 'console', node: outputOf(lastCode), text: '' };
+    return { kind: c.type ?? 'unknown', node: el('div'), text: '' };
+}
+
+function stream(c: Chunk): void {
+    if (c.type === 'status') return setStatus(c.format ?? 'idle');
+    const k = key(c);
+    if (c.start) {
+        open.set(k, openBlock(c));
+        return;
+    }
+    let block = open.get(k);
+    if (!block && c.content !== undefined) {
+        // A chunk without its start (the view opened mid-block): open one.
+        block = openBlock(c);
+        open.set(k, block);
+    }
+    if (block && c.content !== undefined) {
+        block.text += c.content;
+        if (block.kind === 'message') scheduleRender(block);
+        else if (block.kind === 'console') {
+            block.node.textContent = block.text;
+            scrollDown();
+        } else if (block.kind === 'confirmation') setCode(block.node, block.text);
+    }
+    if (c.end && block) {
+        open.delete(k);
+        if (block.kind === 'image') addImage(c.format, block.text);
+        else if (block.kind === 'code' && c.format === 'html') addHtml(block.text);
+        else if (block.kind === 'message') scheduleRender(block);
+        scrollDown();
+    }
+}
+
+// Proposals ---------------------------------------------------------------------------------
+
+function button(cls: string, label: string, onClick: () => void): HTMLButtonElement {
+    const b = el('button', cls, label);
+    b.type = 'button';
+    b.addEventListener('click', onClick);
+    return b;
+}
+
+function answered(box: HTMLElement, note: string): void {
+    box.querySelector('.oi-actions')?.remove();
+    box.classList.add('oi-answered');
+    box.querySelector('.oi-code-head')?.append(el('span', 'oi-note', note));
+}
+
+function proposal(p: Proposal): void {
+    const box = codeBlock(p.language, p.code, 'oi-proposal');
+    box.dataset.proposalId = p.proposalId;
+    if (p.autoRun) {
+        answered(box, 'auto-run');
+        awaitingRun.set(p.turnId, box);
+        scrollDown();
+        return;
+    }
+    const actions = el('div', 'oi-actions');
+    const decide = (decision: 'run' | 'skip' | 'edit', code?: string): void => {
+        vscode.postMessage({ type: 'approve', proposalId: p.proposalId, decision, code });
+        if (decision === 'skip') {
+            box.classList.add('oi-skipped');
+            answered(box, 'skipped');
+        } else {
+            if (code !== undefined) {
+                box.querySelector('.oi-edit-area')?.remove();
+                setCode(box, code);
+                box.querySelector<HTMLElement>('.oi-source')!.hidden = false;
+            }
+            answered(box, decision === 'edit' ? 'edited, running' : 'running');
+            awaitingRun.set(p.turnId, box);
+        }
+    };
+    const edit = (): void => {
+        const area = el('textarea', 'oi-edit-area');
+        area.value = p.code;
+        area.rows = Math.min(20, p.code.split('\n').length + 1);
+        area.spellcheck = false;
+        const pre = box.querySelector<HTMLElement>('.oi-source')!;
+        pre.hidden = true;
+        pre.after(area);
+        actions.replaceChildren(
+            button('oi-run-edited', 'Run edited', () => decide('edit', area.value)),
+            button('oi-skip', 'Skip', () => decide('skip')),
+        );
+        area.focus();
+    };
+    actions.append(
+        button('oi-run', 'Run', () => decide('run')),
+        button('oi-skip', 'Skip', () => decide('skip')),
+        button('oi-edit', 'Edit', edit),
+    );
+    box.append(actions);
+    scrollDown();
+}
+
+/** A turn ended: its unanswered proposals can no longer be answered. */
+function expire(turnId: string): void {
+    for (const box of log.querySelectorAll<HTMLElement>('.oi-proposal')) {
+        if (box.querySelector('.oi-actions') && box.dataset.turnId === turnId) answered(box, 'expired');
+    }
+    awaitingRun.delete(turnId);
+}
+
+// Status, turns, errors -----------------------------------------------------------------------
+
+function setStatus(status: string): void {
+    statusBox.hidden = status === 'idle';
+    statusText.textContent = status === 'thinking' ? 'Model thinking…' : status === 'running' ? 'Running…' : '';
+}
+
+function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
+    if (t.status === 'running') return setStatus(t.kind === 'execute' ? 'running' : 'thinking');
+    setStatus('idle');
+    expire(t.turnId);
+    if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
+    if (t.status === 'error') showError(t.error ?? 'the turn failed');
+    scrollDown();
+}
+
+function showError(message: string): void {
+    log.append(el('div', 'oi-error', message));
+    scrollDown();
+}
+
+function addUser(text: string): void {
+    log.append(el('div', 'oi-user', text));
+    scrollDown();
+}
+
+function clear(): void {
+    log.replaceChildren();
+    open.clear();
+    awaitingRun.clear();
+    lastCode = undefined;
+}
+
+/** The saved conversation (oi/history), rendered as the stream would have. */
+function history(messages: Message[]): void {
+    clear();
+    for (const m of messages) {
+        if (m.role === 'user' && m.type === 'message') addUser(m.content);
+        else if (m.role === 'assistant' && m.type === 'message') {
+            const node = el('div', 'oi-assistant oi-md');
+            node.innerHTML = renderMarkdown(m.content);
+            log.append(node);
+        } else if (m.role === 'assistant' && m.type === 'code') {
+            answered(codeBlock(m.format ?? 'text', m.content, 'oi-proposal oi-past'), 'proposed');
+        } else if (m.role === 'computer' && m.type === 'confirmation') {
+            // It belongs to the proposal just before it, if that one is not matched yet.
+            const note = lastCode?.querySelector('.oi-note');
+            const code = note?.textContent === 'proposed' ? lastCode?.querySelector('.oi-source code')?.textContent : undefined;
+            if (lastCode && code === m.content) lastCode.querySelector('.oi-note')!.textContent = 'ran';
+            else if (lastCode && code !== undefined) {
+                setCode(lastCode, m.content);
+                lastCode.querySelector('.oi-note')!.textContent = 'ran, edited';
+            } else answered(codeBlock(m.format ?? 'text', m.content, 'oi-ran'), 'ran');
+        } else if (m.role === 'computer' && m.type === 'console') {
+            const pre = outputOf(lastCode);
+            pre.textContent = (pre.textContent ?? '') + m.content;
+        } else if (m.role === 'computer' && m.type === 'image') addImage(m.format, m.content);
+        else if (m.role === 'computer' && m.type === 'code' && m.format === 'html') addHtml(m.content);
+    }
+    scrollDown();
+}
+
+function folders(m: { folders: { uri: string; name: string }[]; current?: string; trusted: boolean; autoRun: boolean }): void {
+    folderSelect.replaceChildren(...m.folders.map((f) => {
+        const option = el('option', undefined, f.name);
+        option.value = f.uri;
+        option.selected = f.uri === m.current;
+        return option;
+    }));
+    folderSelect.disabled = m.folders.length < 2;
+    $('oi-header').hidden = m.folders.length === 0;
+    $('oi-trust').textContent = m.trusted ? (m.autoRun ? ' · auto-run on' : '') : ' · restricted mode: auto-run off';
+}
+
+// Wiring ------------------------------------------------------------------------------------
+
+window.addEventListener('message', (event: MessageEvent) => {
+    const m = event.data as { type: string } & Record<string, unknown>;
+    switch (m.type) {
+        case 'stream': return stream(m.chunk as Chunk);
+        case 'proposal': {
+            const p = m.proposal as Proposal;
+            proposal(p);
+            const box = log.querySelector<HTMLElement>(`[data-proposal-id="${CSS.escape(p.proposalId)}"]`);
+            if (box) box.dataset.turnId = p.turnId;
+            return;
+        }
+        case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
+        case 'history': return history(m.messages as Message[]);
+        case 'user': return addUser(String(m.text));
+        case 'error': return showError(String(m.message));
+        case 'cleared': return clear();
+        case 'folders': return folders(m as unknown as Parameters<typeof folders>[0]);
+    }
+});
+
+const sent: string[] = [];
+let cursor = 0;
+input.addEventListener('keydown', (e: KeyboardEvent) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        const text = input.value;
+        if (!text.trim()) return;
+        vscode.postMessage({ type: 'send', text });
+        sent.push(text);
+        cursor = sent.length;
+        input.value = '';
+    } else if (e.key === 'ArrowUp' && input.selectionStart === 0 && input.selectionEnd === 0 && cursor > 0) {
+        e.preventDefault();
+        input.value = sent[--cursor];
+    } else if (e.key === 'ArrowDown' && input.selectionStart === input.value.length && cursor < sent.length) {
+        e.preventDefault();
+        cursor++;
+        input.value = cursor < sent.length ? sent[cursor] : '';
+    }
+});
+$('oi-stop').addEventListener('click', () => vscode.postMessage({ type: 'stop' }));
+folderSelect.addEventListener('change', () => vscode.postMessage({ type: 'switchFolder', uri: folderSelect.value }));
+vscode.postMessage({ type: 'ready' });
