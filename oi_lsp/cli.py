@@ -1,4 +1,5 @@
-"""Command line: `oi-lsp` serves LSP (stdio by default, or --tcp / --ws on 127.0.0.1)."""
+"""Command line: `oi-lsp` serves LSP (stdio by default, or --tcp / --ws on 127.0.0.1);
+`oi-lsp chat` is the terminal client."""
 
 from __future__ import annotations
 
@@ -33,11 +34,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-file", help="write the log here instead of stderr")
+    commands = parser.add_subparsers(dest="command", metavar="{chat}")
+    chat = commands.add_parser(
+        "chat", help="chat in this terminal (starts the server as a child)",
+        description="Talk to the model in this terminal: it proposes code, you approve it, "
+                    "it runs in the persistent REPL of the workspace folder. The server runs "
+                    "as a child over stdio, exactly as an editor starts it.")
+    from .chat import add_arguments  # light: chat.py imports rich only when it runs
+
+    add_arguments(chat)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command == "chat":
+        from .chat import main as chat_main
+
+        sys.exit(chat_main(args))
     setup_logging(args.log_level, args.log_file)
     serve(args)
 

@@ -84,10 +84,14 @@ class OIClient:
     # Process ---------------------------------------------------------------------------------
 
     async def start(self, command: Sequence[str] | None = None, *,
-                    env: dict[str, str] | None = None, cwd: str | Path | None = None) -> None:
+                    env: dict[str, str] | None = None, cwd: str | Path | None = None,
+                    new_session: bool = False) -> None:
+        """`new_session`: own process group, so a terminal's Ctrl-C reaches only the client
+        (`oi-lsp chat` turns it into oi/stop) and never the server or its kernels."""
         cmd = list(command or server_command())
         await self.lsp.start_io(cmd[0], *cmd[1:], env={**os.environ, **(env or {})},
-                                cwd=None if cwd is None else str(cwd))
+                                cwd=None if cwd is None else str(cwd),
+                                start_new_session=new_session)
         # pygls pipes the server's stderr and never reads it: drain it, or a chatty server
         # blocks on a full pipe. The tail is kept for diagnostics.
         self._drain = asyncio.create_task(self._read_stderr())
