@@ -126,14 +126,16 @@ class OIClient:
         self.lsp.initialized(types.InitializedParams())
         return result
 
-    async def close(self, timeout: float = 30) -> int | None:
-        """Shut the server down politely, then make sure it has exited."""
+    async def close(self, timeout: float = 30, exit_timeout: float | None = None) -> int | None:
+        """Shut the server down politely, then make sure it has exited (killed when it takes
+        longer than `exit_timeout` after answering shutdown; default `timeout`)."""
         proc = self.process
         try:
             if proc is not None and proc.returncode is None:
                 await asyncio.wait_for(self.lsp.shutdown_async(None), timeout)
                 self.lsp.exit(None)
-                await asyncio.wait_for(proc.wait(), timeout)
+                await asyncio.wait_for(proc.wait(),
+                                       timeout if exit_timeout is None else exit_timeout)
         except (TimeoutError, ConnectionError, RuntimeError):
             if proc is not None and proc.returncode is None:
                 proc.kill()

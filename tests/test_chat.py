@@ -1,0 +1,269 @@
+"""`oi-lsp chat` driven as a user drives it: in a real pseudo-terminal (pexpect), against the
+real server it starts as its child and the scripted model server."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests import modelserver as ms
+from tests.conftest import tool_results
+from tests.modelserver import ModelServer
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]"
+                  r"|\x1b[=>78]|\r")
+ASK = "Run? [y]es / [n]o / [e]dit / [a]lways:"
+
+
+def chat_env(data_dir: Path, model: ModelServer | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OI_", "OPENAI_", "VISUAL", "EDITOR"))}
+    env.update(PYTHONPATH=str(ROOT), OI_LSP_DATA_DIR=str(data_dir), TERM="xterm-256color")
+    if model is not None:
+        env.update(OI_MODEL="openai/scripted", OI_API_BASE=model.url, OI_API_KEY="sk-test-key")
+    env.update(extra)
+    return env
+
+
+class Term:
+    """`oi-lsp chat` in a pseudo-terminal; what it printed, with escape sequences removed."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.child = pexpect.spawn(sys.executable, ["-m", "oi_lsp", "chat", *args], cwd=str(cwd),
+                                   env=env, dimensions=(50, 120), encoding="utf-8",
+                                   codec_errors="replace")
+        self.raw = ""
+        self.pos = 0  # what `until` matched so far
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw)
+
+    def until(self, wanted: str, timeout: float = 60) -> str:
+        """Wait until `wanted` appears after the last match; return the text up to it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.text
+            index = text.find(wanted, self.pos)
+            if index >= 0:
+                seen, self.pos = text[self.pos:index + len(wanted)], index + len(wanted)
+                return seen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{wanted!r} did not appear; the terminal shows:\n"
+                                     f"{text[-3000:]}")
+            try:
+                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
+            except pexpect.TIMEOUT:
+                pass
+            except pexpect.EOF as exc:
+                raise AssertionError(f"chat exited before {wanted!r}; it showed:\n"
+                                     f"{text[-3000:]}") from exc
+
+    def send(self, line: str) -> None:
+        self.child.sendline(line)
+
+    def exit_status(self, timeout: float = 60) -> int | None:
+        """Wait for the end; the exit status."""
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            try:
+                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
+            except (pexpect.TIMEOUT, pexpect.EOF):
+                pass
+        assert not self.child.isalive(), f"chat did not exit; it shows:\n{self.text[-3000:]}"
+        self.child.close()
+        return self.child.exitstatus
+
+    def kill(self) -> None:
+        if self.child.isalive():
+            self.child.kill(9)
+        self.child.close(force=True)
+
+
+@pytest.fixture
+def term(model: ModelServer, data_dir: Path, workspace: Path) -> Iterator[type[Term]]:
+    """Start chats in the test's workspace; every one is ended after the test."""
+    started: list[Term] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Term:
+        chat = Term(list(args), workspace, env or chat_env(data_dir, model))
+        started.append(chat)
+        return chat
+
+    yield start  # type: ignore[misc]
+    for chat in started:
+        chat.kill()
+
+
+def run_chat(args: list[str], cwd: Path, env: dict[str, str],
+             timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`oi-lsp chat` without a terminal: stdin is /dev/null, output is captured."""
+    return subprocess.run([sys.executable, "-m", "oi_lsp", "chat", *args], cwd=cwd, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_streamed_markdown_answer(term: type[Term], model: ModelServer) -> None:
+    model.script(ms.text("# Plan\n\nHere is a **bold** start.\n\n- first item\n- second item\n",
+                         pieces=8, delay=0.05))
+    chat = term()
+    chat.until("> ")
+    chat.send("hello there")
+    chat.until("second item")
+    chat.until("> ")
+    text = chat.text
+    # Rendered, not raw markdown: list bullets drawn, the heading's '#' gone.
+    assert "• first item" in text and "• second item" in text
+    assert "# Plan" not in text and "Plan" in text
+    assert model.requests[0]["messages"][-1] == {"role": "user", "content": "hello there"}
+    chat.child.sendeof()
+    assert chat.exit_status() == 0
+
+
+def test_yes_runs_and_output_streams(term: type[Term], model: ModelServer) -> None:
+    model.script(ms.tool("python", "print('out-' + str(6 * 7))", say="Computing."),
+                 ms.text("The answer is ready."))
+    chat = term("compute it")
+    chat.until("print('out-' + str(6 * 7))")  # the proposal, highlighted
+    chat.until(ASK)
+    chat.send("y")
+    chat.until("out-42")
+    chat.until("The answer is ready.")
+    assert tool_results(model.requests[1]) == ["out-42"]
+
+
+def test_no_skips(term: type[Term], model: ModelServer, workspace: Path) -> None:
+    marker = workspace / "ran.txt"
+    model.script(ms.tool("python", f"open({str(marker)!r}, 'w').write('x')"),
+                 ms.text("Fine, I did not write it."))
+    chat = term("write the file")
+    chat.until(ASK)
+    chat.send("n")
+    chat.until("Fine, I did not write it.")
+    assert not marker.exists()
+    assert "declined" in tool_results(model.requests[1])[0]
+
+
+def test_edit_in_editor_runs_edited_code(term: type[Term], model: ModelServer, data_dir: Path,
+                                          tmp_path: Path) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nprintf \"print('edited-' + 'by-editor')\\n\" > \"$1\"\n")
+    editor.chmod(0o755)
+    model.script(ms.tool("python", "print('original-' + 'code')"), ms.text("Noted the edit."))
+    chat = term("print something", env=chat_env(data_dir, model, EDITOR=str(editor)))
+    chat.until(ASK)
+    chat.send("e")
+    chat.until("edited-by-editor")  # the edited code is shown, then its output
+    chat.until("Noted the edit.")
+    assert "original-code" not in chat.text
+    told = tool_results(model.requests[1])[0]
+    assert "edited" in told and "edited-by-editor" in told
+
+
+def test_edit_without_editor_reads_the_code_inline(term: type[Term],
+                                                   model: ModelServer) -> None:
+    model.script(ms.tool("python", "print('original-' + 'code')"), ms.text("Ran yours."))
+    chat = term("print something")
+    chat.until(ASK)
+    chat.send("e")
+    chat.until("... ")
+    chat.send("print('typed-' + 'inline')")
+    chat.until("... ")
+    chat.send(".")
+    chat.until("typed-inline")
+    chat.until("Ran yours.")
+    assert "typed-inline" in tool_results(model.requests[1])[0]
+
+
+def test_ctrl_c_stops_the_run_and_a_second_exits(term: type[Term], model: ModelServer) -> None:
+    model.script(ms.tool("shell", 'echo "zz-$((40 + 2))"; sleep 30'))
+    chat = term("wait a while")
+    chat.until(ASK)
+    chat.send("y")
+    chat.until("zz-42")
+    chat.child.sendintr()
+    chat.until("[stopped]")
+    chat.until("> ")
+    # The REPL and the conversation go on; the model learns the run was stopped.
+    model.script(ms.text("Stopped, as you asked."))
+    chat.send("ok?")
+    chat.until("Stopped, as you asked.")
+    assert "stopped" in tool_results(model.requests[-1])[0]
+    chat.until("> ")
+    chat.child.sendintr()  # at the idle prompt: leave
+    assert chat.exit_status() == 0
+
+
+def test_second_session_continues_the_history(term: type[Term], model: ModelServer) -> None:
+    model.script(ms.text("Remember the word zebra."))
+    first = term("first message")
+    first.until("Remember the word zebra.")
+    first.until("> ")
+    first.child.sendeof()
+    assert first.exit_status() == 0
+
+    model.script(ms.text("You told me zebra."))
+    second = term()
+    second.until("Continuing this folder's conversation")
+    second.until("first message")
+    second.until("Remember the word zebra.")
+    second.until("> ")
+    second.send("what was the word?")
+    second.until("You told me zebra.")
+    sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] != "system"]
+    assert sent == ["first message", "Remember the word zebra.", "what was the word?"]
+
+
+def test_one_shot_without_y_fails_clearly(model: ModelServer, data_dir: Path,
+                                          workspace: Path) -> None:
+    marker = workspace / "ran.txt"
+    model.script(ms.tool("python", f"open({str(marker)!r}, 'w').write('x')"))
+    done = run_chat(["write the file"], workspace, chat_env(data_dir, model))
+    assert done.returncode == 3, done.stderr
+    assert "Pass -y (--auto-run)" in done.stderr
+    assert "open(" in done.stdout  # the proposal was shown
+    assert not marker.exists()
+    assert len(model.requests) == 1  # the turn ended there; the model was not asked again
+
+
+def test_one_shot_with_y_runs(model: ModelServer, data_dir: Path, workspace: Path) -> None:
+    marker = workspace / "ran.txt"
+    model.script(ms.tool("python", f"open({str(marker)!r}, 'w').write('x'); "
+                                   "print('wrote-' + 'it')"),
+                 ms.text("Done writing."))
+    done = run_chat(["-y", "write the file"], workspace, chat_env(data_dir, model))
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "x"
+    assert "wrote-it" in done.stdout and "Done writing." in done.stdout
+
+
+def test_exec_runs_in_the_workspace_repl(data_dir: Path, workspace: Path) -> None:
+    env = chat_env(data_dir, None)  # no model needed
+    done = run_chat(["--exec", "python", "import os; print(40 + 2, os.getcwd())"], workspace,
+                    env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["42", str(workspace)]
+    failed = run_chat(["--exec", "python", "1 / 0"], workspace, env)
+    assert failed.returncode == 1
+    assert "ZeroDivisionError" in failed.stdout + failed.stderr
+
+
+def test_no_model_says_what_to_set(term: type[Term], data_dir: Path, workspace: Path) -> None:
+    done = run_chat(["hello"], workspace, chat_env(data_dir, None))
+    assert done.returncode == 2
+    for needed in ("No model is configured", "OPENAI_API_KEY", "OI_MODEL=ollama/llama3.1",
+                   "OI_API_BASE=http://localhost:11434"):
+        assert needed in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    chat = term(env=chat_env(data_dir, None))  # in a terminal too: no prompt that goes nowhere
+    chat.until("OPENAI_API_KEY")
+    assert chat.exit_status() == 2
