@@ -317,7 +317,7 @@ class Chat:
         title = f"{language} · " + ("running (auto-run)" if auto else "proposed")
         self.ui.code(language, code, title, "cyan" if auto else "yellow")
         if risk:
-            self.ui.note(f"risk: {risk}", "bold yellow")
+            self.ui.note(risk, "bold red" if risk.startswith("high") else "bold yellow")
         if auto or self.stopping:
             return
         if self.always:
@@ -431,20 +431,14 @@ class Chat:
 
 
 def _risk_text(risk: Any) -> str:
-    """A proposal's risk (added by newer servers) as one line; empty when low or absent."""
-    if not risk:
+    """A proposal's risk as one line ("high risk: deletes ..."); empty when nothing was found."""
+    if not isinstance(risk, dict):
         return ""
-    if isinstance(risk, str):
-        return risk
-    if isinstance(risk, dict):
-        level = risk.get("level")
-        if level in (None, "low", "none"):
-            return ""
-        reasons = risk.get("reasons") or risk.get("reason") or ""
-        if isinstance(reasons, list):
-            reasons = "; ".join(str(r) for r in reasons)
-        return f"{level}: {reasons}" if reasons else str(level)
-    return str(risk)
+    level = str(risk.get("level") or "low")
+    reasons = "; ".join(str(r) for r in risk.get("reasons") or ())
+    if level == "low" and not reasons:
+        return ""
+    return f"{level} risk: {reasons}" if reasons else f"{level} risk"
 
 
 def _save_tty() -> list[Any] | None:

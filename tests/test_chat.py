@@ -246,6 +246,18 @@ def test_one_shot_with_y_runs(model: ModelServer, data_dir: Path, workspace: Pat
     assert "wrote-it" in done.stdout and "Done writing." in done.stdout
 
 
+def test_one_shot_y_never_auto_runs_high_risk(model: ModelServer, data_dir: Path,
+                                              workspace: Path) -> None:
+    doomed = workspace / "doomed"
+    doomed.mkdir()
+    model.script(ms.tool("shell", f"rm -rf {doomed}"))
+    done = run_chat(["-y", "clean up"], workspace, chat_env(data_dir, model))
+    assert done.returncode == 3, done.stderr
+    assert "high risk" in done.stdout  # shown next to the code
+    assert "even with -y" in done.stderr and "rm -rf" in done.stderr
+    assert doomed.is_dir()
+
+
 def test_exec_runs_in_the_workspace_repl(data_dir: Path, workspace: Path) -> None:
     env = chat_env(data_dir, None)  # no model needed
     done = run_chat(["--exec", "python", "import os; print(40 + 2, os.getcwd())"], workspace,
