@@ -224,6 +224,8 @@ class Chat:
 
         assert self.reader is not None
         self.ui.newline()
+        if text == "> ":
+            self.ui.console.print()  # a blank line between exchanges
         self.ui.console.print(text, end="", style="bold green", markup=False)
         self.ui.console.file.flush()
         try:

@@ -12,10 +12,11 @@ import re
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 
@@ -52,6 +53,22 @@ def split_finished(text: str) -> tuple[str, str]:
         blank_before = fence is None and not line.strip()
         offset += len(line) + 1
     return text[:cut], text[cut:]
+
+
+class Block:
+    """One markdown block as rich draws it, without the blank lines rich puts above some
+    elements (lists): the renderer spaces blocks itself, one blank line apart."""
+
+    def __init__(self, text: str) -> None:
+        self.markdown = Markdown(text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.markdown, options, pad=False)
+        while lines and not "".join(seg.text for seg in lines[0]).strip():
+            lines.pop(0)
+        for line in lines:
+            yield from line
+            yield Segment.line()
 
 
 class Renderer:
@@ -109,17 +126,17 @@ class Renderer:
         now = time.monotonic()
         if now - self._drawn >= REDRAW_INTERVAL:
             self._drawn = now
-            self._live.update(Markdown(self._pending), refresh=True)
+            self._live.update(Block(self._pending), refresh=True)
 
     def _print_block(self, text: str) -> None:
         if self._live is not None:
-            self._live.update(Markdown(text), refresh=True)
+            self._live.update(Block(text), refresh=True)
             self._live.stop()
             self._live = None
         else:
             if self._blocks:
                 self.console.print()
-            self.console.print(Markdown(text))
+            self.console.print(Block(text))
         self._blocks += 1
 
     def finish(self) -> None:
