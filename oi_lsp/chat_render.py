@@ -93,6 +93,8 @@ class Renderer:
                 self._message(content)
             if params.get("end"):
                 self.finish()
+        elif type_ == "console" and params.get("format") == "active_line":
+            pass  # the code is already printed above its output: no line to highlight
         elif type_ == "console":
             self.finish()
             if content:
