@@ -101,6 +101,13 @@ def warm_up() -> asyncio.Future[ModuleType]:
     return _loading
 
 
+def loaded() -> ModuleType | None:
+    """litellm, once warm_up() has loaded it."""
+    if _loading is None or not _loading.done() or _loading.cancelled() or _loading.exception():
+        return None
+    return _loading.result()
+
+
 # Streaming -------------------------------------------------------------------------------------
 
 def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[str, Any]:

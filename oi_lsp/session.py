@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import protocol, risk
+from . import context, protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -25,6 +25,7 @@ from .protocol import (
     Proposal,
     Risk,
     TurnEvent,
+    Usage,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
 from .store import Store
@@ -71,6 +72,7 @@ class Session:
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
         self._told_semgrep_missing = False
+        self.spent = context.Usage()  # model usage since the session opened (for maxBudget)
 
     # Settings ----------------------------------------------------------------------------
 
@@ -168,7 +170,7 @@ class Session:
                     lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text)
+                    registry.runnable(), on_text=self.link.show_text, spent=self.spent)
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
         try:
@@ -181,7 +183,10 @@ class Session:
             self.streamer.status(turn_id, "idle")
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
-        self._event(turn_id, "chat", outcome.status, outcome.error)
+        if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
+            self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
+                                f"{settings.model!r}", error=True)
+        self._event(turn_id, "chat", outcome.status, outcome.error, self._usage(turn.usage))
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
 
     async def _ask(self, turn_id: str, settings: Settings, language: str, code: str,
@@ -265,9 +270,15 @@ class Session:
     def pids(self) -> list[int]:
         return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
 
-    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None) -> None:
+    def _usage(self, used: context.Usage) -> Usage:
+        return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
+                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost)
+
+    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
+               usage: Usage | None = None) -> None:
         self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.workspace,
-                                                kind=kind, status=status, error=error).wire())
+                                                kind=kind, status=status, error=error,
+                                                usage=usage).wire())
 
 
 async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:

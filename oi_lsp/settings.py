@@ -53,6 +53,7 @@ class Settings(BaseModel):
     # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
     safe_mode: Literal["off", "ask", "auto"] = "off"
     restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
+    max_budget: float | None = Field(default=None, gt=0)  # USD per session
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
