@@ -90,6 +90,9 @@ def _import_litellm() -> ModuleType:
         sys.stdout = real_stdout
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # Load the tokenizer now, off the first turn (context trimming counts every call).
+    with contextlib.suppress(Exception):
+        litellm.token_counter(model="gpt-4o-mini", text="warm up")
     return litellm
 
 

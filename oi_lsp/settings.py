@@ -13,6 +13,17 @@ from pydantic.alias_generators import to_camel
 log = logging.getLogger(__name__)
 
 
+# Open Interpreter's loop mode: the prompt that keeps the model going, and the phrases that end it.
+LOOP_MESSAGE = (
+    "Proceed. You CAN run code on my machine. If the entire task I asked for is done, say "
+    "exactly 'The task is done.' If you need some specific information (like username or "
+    "password) say EXACTLY 'Please provide more information.' If it's impossible, say 'The "
+    "task is impossible.' (If I haven't provided a task, say exactly 'Let me know what you'd "
+    "like to do next.') Otherwise keep going.")
+LOOP_BREAKERS = ["The task is done.", "The task is impossible.",
+                 "Let me know what you'd like to do next.", "Please provide more information."]
+
+
 class KernelGateway(BaseModel):
     """A Jupyter Kernel Gateway / Enterprise Gateway that runs the workspace's kernels."""
 
@@ -54,6 +65,9 @@ class Settings(BaseModel):
     safe_mode: Literal["off", "ask", "auto"] = "off"
     restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
     max_budget: float | None = Field(default=None, gt=0)  # USD per session
+    loop: bool = False  # keep prompting the model until it says a loop breaker
+    loop_message: str = Field(default=LOOP_MESSAGE, min_length=1)
+    loop_breakers: list[str] = Field(default_factory=lambda: list(LOOP_BREAKERS))
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:

@@ -80,13 +80,30 @@ class Turn:
                 await self._account(sent, reply)
             proposals = self._proposals(reply)
             if not proposals:
-                return Outcome("done")
+                if not self._loops_on(reply.text):
+                    return Outcome("done")
+                if self.steps >= self.settings.max_steps:
+                    return self._too_many_steps()
+                self.steps += 1
+                # Loop mode: answer for the user, as Open Interpreter's --loop does.
+                self._say("user", "message", self.settings.loop_message)
+                self.streamer.whole(self.turn_id, "user", "message", None,
+                                    self.settings.loop_message)
+                continue
             for language, code, call_id in proposals:
                 if self.steps >= self.settings.max_steps:
-                    return Outcome("error", f"stopped after {self.settings.max_steps} code runs "
-                                   "in one turn (maxSteps); send a message to go on")
+                    return self._too_many_steps()
                 self.steps += 1
                 await self._propose(language, code, call_id)
+
+    def _loops_on(self, text: str) -> bool:
+        """Loop mode goes on after a reply without code until it says a loop breaker."""
+        return self.settings.loop and not any(
+            breaker in text for breaker in self.settings.loop_breakers)
+
+    def _too_many_steps(self) -> Outcome:
+        return Outcome("error", f"stopped after {self.settings.max_steps} steps (code runs and "
+                       "loop prompts) in one turn (maxSteps); send a message to go on")
 
     async def _fitted(self) -> list[dict[str, Any]]:
         """The conversation for the model, trimmed to its context window."""
@@ -226,7 +243,7 @@ def to_model_messages(messages: list[Message], settings: Settings) -> list[dict[
             if ran is not None and ran.content != code.content:
                 result = (f"The user edited the code before running it. This ran instead:\n"
                           f"```{ran.format or ''}\n{ran.content}\n```\nOutput:\n{result}")
-        if code.tool_call_id:
+        if code.tool_call_id and settings.tool_calls:
             out.append({"role": "tool", "tool_call_id": code.tool_call_id, "content": result})
         else:
             out.append({"role": "user", "content": f"Output of the {code.format} code:\n{result}"})
@@ -243,7 +260,15 @@ def to_model_messages(messages: list[Message], settings: Settings) -> list[dict[
             out.append(assistant)
         elif m.role == "assistant" and m.type == "code":
             settle()
-            if m.tool_call_id:
+            if m.tool_call_id and not settings.tool_calls:
+                # Tools are off now (toolCalls: false): earlier calls read as fenced code.
+                fenced = f"```{m.format or ''}\n{m.content}\n```"
+                if assistant is None:
+                    assistant = {"role": "assistant", "content": fenced}
+                    out.append(assistant)
+                else:
+                    assistant["content"] = f"{assistant['content'] or ''}\n{fenced}".lstrip()
+            elif m.tool_call_id:
                 if assistant is None:
                     assistant = {"role": "assistant", "content": None}
                     out.append(assistant)
