@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from . import local
 from .settings import Settings
 
 SYSTEM_MESSAGE = """\
@@ -126,6 +127,10 @@ def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[
         args["api_base"] = settings.api_base
     if settings.api_key is not None:
         args["api_key"] = settings.api_key.get_secret_value()
+    elif local.is_local(settings.model, settings.api_base):
+        # A local server wants no key, but litellm's OpenAI client insists on one; never send
+        # the user's real OPENAI_API_KEY to it.
+        args["api_key"] = "local"
     if settings.temperature is not None:
         args["temperature"] = settings.temperature
     if settings.max_tokens is not None:

@@ -177,6 +177,22 @@ class LanguagesResult(Wire):
     languages: list[LanguageInfo]
 
 
+class LocalServer(Wire):
+    """One local model server preset, as oi/models found it."""
+
+    name: str
+    url: str
+    up: bool
+    models: list[str]
+    error: str | None = None
+
+
+class ModelsResult(Wire):
+    local: list[LocalServer]
+    model: str | None = None  # the workspace's effective model
+    profiles: list[str] = []  # the user's profiles, for `profile`
+
+
 # Notifications ---------------------------------------------------------------------------------
 
 

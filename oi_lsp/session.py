@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import context, protocol, risk
+from . import context, profiles, protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -62,6 +62,7 @@ class Session:
         self.store = store
         self.base_layers = base_layers
         self.overrides: dict[str, Any] = {}
+        self.profile_layers: list[dict[str, Any]] = []  # user profile, then .oi/profile.yaml
         self.messages, notice = store.load(workspace)
         if notice:
             link.show_text(notice, error=True)
@@ -77,18 +78,30 @@ class Session:
     # Settings ----------------------------------------------------------------------------
 
     def settings(self) -> Settings:
-        return combine(*self.base_layers(), self.overrides)
+        return combine(*self.base_layers(), *self.profile_layers, self.overrides)
 
-    def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
+    def _read_profiles(self, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+        """The profile layers these overrides select (blocking: YAML files)."""
+        base = combine(*self.base_layers(), overrides)
+        return profiles.layers(base.profile, self.folder, base.trusted)
+
+    async def load_profiles(self) -> None:
+        """Read the selected profile and the workspace's own again (they may have changed);
+        raises ProfileError naming the file and the key, and keeps the old layers then."""
+        self.profile_layers = await asyncio.to_thread(self._read_profiles, self.overrides)
+
+    async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         """Apply settings to this workspace only; raises SettingsError and changes nothing
-        when a value has the wrong type."""
+        when a value has the wrong type or the profile it selects is bad."""
         known, unknown = split_known(values)
         if "trusted" in known:
             raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)
         candidate = {**self.overrides, **known}
-        combine(*self.base_layers(), candidate)  # the merged result must be valid too
+        layers = await asyncio.to_thread(self._read_profiles, candidate)
+        combine(*self.base_layers(), *layers, candidate)  # the merged result must be valid too
         self.overrides = candidate
+        self.profile_layers = layers
         return self.settings(), unknown
 
     # REPLs -------------------------------------------------------------------------------
@@ -164,6 +177,7 @@ class Session:
     async def chat(self, params: ChatParams) -> ChatResult:
         if self._turn is not None and not self._turn.done():
             raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+        await self.load_profiles()
         turn_id = new_id()
         settings = self.settings()
         turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,

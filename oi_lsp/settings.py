@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from . import local
+
 log = logging.getLogger(__name__)
 
 
@@ -68,6 +70,8 @@ class Settings(BaseModel):
     loop: bool = False  # keep prompting the model until it says a loop breaker
     loop_message: str = Field(default=LOOP_MESSAGE, min_length=1)
     loop_breakers: list[str] = Field(default_factory=lambda: list(LOOP_BREAKERS))
+    profile: str | None = None  # a YAML profile in the user config folder (profiles.py)
+    local: Literal["ollama", "lmstudio", "llamafile", "jan"] | None = None  # local.py's presets
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
@@ -139,13 +143,19 @@ def check(layer: Mapping[str, Any]) -> None:
         raise SettingsError("; ".join(problems)) from None
 
 
+def field_name(key: str) -> str | None:
+    """The snake_case name of a setting given either spelling, or None when there is none."""
+    return _FIELDS.get(key) or (key if key in _KNOWN else None)
+
+
 def combine(*layers: Mapping[str, Any]) -> Settings:
-    """Later layers win key by key; each layer must already have passed check()."""
+    """Later layers win key by key; each layer must already have passed check(). A local
+    preset then fills in its URL and the small-context defaults where nothing set them."""
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
             merged[_FIELDS.get(key, key)] = value
-    return Settings.model_validate(merged)
+    return Settings.model_validate(local.apply_preset(merged))
 
 
 def client_section(raw: Any) -> dict[str, Any]:
