@@ -8,6 +8,7 @@ Everything here is CPU work on plain data: callers run it in a thread.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from dataclasses import dataclass
 from types import ModuleType
@@ -93,6 +94,11 @@ def measure(litellm: ModuleType, settings: Settings, sent: list[dict[str, Any]],
     return Usage(prompt, completion, price(litellm, settings, prompt, completion), calls=1)
 
 
+def _bytes(message: dict[str, Any]) -> int:
+    """An upper bound of a message's tokens: its UTF-8 bytes, plus the per-message framing."""
+    return len(json.dumps(message, ensure_ascii=False).encode()) + 8
+
+
 def _is_output(message: dict[str, Any]) -> bool:
     content = message.get("content")
     return isinstance(content, str) and (
@@ -111,6 +117,8 @@ def fit(litellm: ModuleType, settings: Settings,
     oldest exchanges are dropped whole (so a tool result never loses the call it answers);
     last the current exchange's own long outputs are shortened."""
     limit = budget(litellm, settings)
+    if sum(_bytes(m) for m in messages) <= limit:
+        return messages  # surely fits: a token is at least one byte; no need to count
     sizes = [count(litellm, settings, [m]) for m in messages]
     total = sum(sizes)
     if total <= limit or len(messages) < 2:
