@@ -279,3 +279,20 @@ def test_no_model_says_what_to_set(term: type[Term], data_dir: Path, workspace: 
     chat = term(env=chat_env(data_dir, None))  # in a terminal too: no prompt that goes nowhere
     chat.until("OPENAI_API_KEY")
     assert chat.exit_status() == 2
+
+
+def test_profile_chooses_the_model(model: ModelServer, data_dir: Path, workspace: Path,
+                                   tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    (config / "profiles").mkdir(parents=True)
+    (config / "profiles" / "scripted.yaml").write_text(
+        f"llm:\n  model: openai/scripted\n  api_base: {model.url}\n  api_key: sk-test-key\n")
+    env = chat_env(data_dir, None, OI_LSP_CONFIG_DIR=str(config))  # no model but the profile's
+    model.script(ms.text("Hello from the profile."))
+    done = run_chat(["--profile", "scripted", "hi"], workspace, env)
+    assert done.returncode == 0, done.stderr
+    assert "Hello from the profile." in done.stdout
+    missing = run_chat(["--profile", "nope", "hi"], workspace, env)
+    assert missing.returncode == 2
+    assert "no profile 'nope'" in missing.stderr
+    assert "Traceback" not in missing.stdout + missing.stderr
