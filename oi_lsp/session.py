@@ -177,6 +177,7 @@ class Session:
             raise
         finally:
             self.streamer.status(turn_id, "idle")
+        await self.flush()  # a turn reported finished is on disk: a crash now loses nothing
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
         self._event(turn_id, "chat", outcome.status, outcome.error)
@@ -240,7 +241,9 @@ class Session:
         await self.flush()
 
     def pids(self) -> list[int]:
-        return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
+        """The processes to kill when the server must stop at once (kept kernels stay)."""
+        return [pid for ex in self.executors.values()
+                if (pid := ex.pid) is not None and not ex.keep]
 
     def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None) -> None:
         self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.workspace,

@@ -49,6 +49,7 @@ class Executor(ABC):
     """
 
     language: str
+    keep: bool = False  # left running when the server stops, for the next one (keepKernel)
 
     @abstractmethod
     async def start(self) -> None: ...

@@ -119,7 +119,8 @@ def create(language: str, cwd: Path, kernel_name: str,
             from . import gateway  # lazy: httpx and websockets only for remote kernels
 
             return gateway.for_settings(language, cwd, settings)
-        return KernelExecutor("python", kernel_name, cwd)
+        return KernelExecutor("python", kernel_name, cwd,
+                              keep=settings is not None and settings.keep_kernel)
     kernel = kernel_languages().get(language)
     if kernel is not None:  # an installed kernel beats a subprocess REPL
         return KernelExecutor(language, kernel, cwd)
