@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -125,6 +126,18 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def sigkill(client: Any) -> None:
+    """SIGKILL the server and wait until it is gone (not for its pipes: what it started may
+    hold its stderr open until the next server sweeps it)."""
+    proc = client.process
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    async with asyncio.timeout(30):
+        while proc.returncode is None:  # noqa: ASYNC110 (set by the child watcher)
+            await asyncio.sleep(0.02)
+    await client.close()
 
 
 def percentile(values: list[float], pct: float) -> float:

@@ -206,7 +206,8 @@ def test_malformed_framing(model_server: ModelServer, tmp_path: Path) -> None:
                 server = RawServer({"OI_LSP_DATA_DIR": str(tmp_path / "data")}, log_path)
                 server.initialize(tmp_path / "ws", model_server.settings())
                 if logs == 1:  # a chat loads litellm and the kernel: then the server idles
-                    assert "result" in server.request("oi/chat", {"message": "warm up"})
+                    assert "result" in server.request("oi/chat", {"message": "warm up"},
+                                                      timeout=300)
             proc = psutil.Process(server.proc.pid)
             kernels = proc.children(recursive=True)
             logged_before = log_path.stat().st_size

@@ -91,25 +91,32 @@ async def test_client_vanishing_mid_turn_leaves_no_process(start_server: StartSe
                                    "print('working', flush=True)\ntime.sleep(300)"))
     chat = asyncio.create_task(client.chat("work"))
     await client.wait_for("oi/stream", lambda p: "working" in (p.get("content") or ""),
-                          timeout=60)
+                          timeout=180)
     proc = client.process
     assert proc is not None
-    children = descendants(proc.pid)
-    names = sorted(" ".join(c.cmdline()[:3]) for c in children)
-    assert any("ipykernel" in n for n in names) and any(n.startswith("sleep") for n in names)
+    async with asyncio.timeout(30):  # the child may not have exec'd `sleep` yet
+        while True:
+            children = descendants(proc.pid)
+            names = [" ".join(c.cmdline()[:3]) for c in children if c.is_running()]
+            if any(n.startswith("sleep ") for n in names):
+                break
+            await asyncio.sleep(0.1)
+    assert any("ipykernel" in n for n in names)
 
     # The editor is gone: both pipes close, no shutdown, no exit.
     assert proc.stdin is not None
     proc.stdin.close()
     transport = proc._transport  # type: ignore[attr-defined]
     transport.get_pipe_transport(1).close()
-    async with asyncio.timeout(30):
+    closed = time.monotonic()
+    async with asyncio.timeout(180):  # it stops the turn (interrupting the cell) first
         while proc.returncode is None:  # noqa: ASYNC110 (set by the child watcher)
             await asyncio.sleep(0.05)
+    exit_s = time.monotonic() - closed
     left = await wait_gone(children, 15)
     chat.cancel()
     assert [p.pid for p in left] == []
     assert not any(psutil.pid_exists(c.pid) and c.status() != psutil.STATUS_ZOMBIE
                    for c in children if c.is_running())
     record("load", disconnect_processes_before=len(children), disconnect_orphans=len(left),
-           disconnect_server_exit=proc.returncode)
+           disconnect_server_exit=proc.returncode, disconnect_exit_s=round(exit_s, 1))

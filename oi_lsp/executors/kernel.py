@@ -76,8 +76,10 @@ class KernelExecutor(Executor):
     async def _start(self) -> None:
         await _swept()
         record = await asyncio.to_thread(kernel_record.load, self.record_path)
-        if record is not None and not record.owned_by_us():
-            if record.server_alive():  # another server serves this folder: leave it be
+        if record is not None:
+            # Ours too: a kept kernel of a folder this server closed and opens again.
+            if not record.owned_by_us() and record.server_alive():
+                # another server serves this folder: leave its kernel be
                 log.warning("kernel %s of %s belongs to server %s; starting one of our own",
                             record.pid, self.cwd, record.server_pid)
                 self._recording = False

@@ -46,7 +46,7 @@ class KernelRecord:
         return _same_process(self.server_pid, self.server_started)
 
     def owned_by_us(self) -> bool:
-        return self.server_pid == os.getpid()
+        return self.server_pid == os.getpid() and self.server_alive()
 
 
 def _same_process(pid: int, started: float, zombie_too: bool = False) -> bool:
