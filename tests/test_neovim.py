@@ -361,9 +361,9 @@ def test_model_error_shows_in_buffer_and_notifies(nvim: Nvim, model: ModelServer
     """, workspace)
     errors = [line for line in run.lines if line.startswith("> **Error:**")]
     assert len(errors) == 1, run.lines  # shown once, though the server says it twice
-    assert "invalid api key" in errors[0]
+    assert "refused the API key (401)" in errors[0]
     notified = run.errors()
-    assert len(notified) == 1 and "invalid api key" in notified[0]
+    assert len(notified) == 1 and "refused the API key (401)" in notified[0]
 
 
 def test_always_turns_auto_run_on(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
