@@ -399,3 +399,110 @@ def test_help_tags(nvim: Nvim, tmp_path: Path, workspace: Path) -> None:
         return found
     """, workspace)
     assert all(run.result.values()), run.result
+
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5E"
+       "rkJggg==")
+
+
+def test_image_shows_as_a_placeholder_line(nvim: Nvim, workspace: Path) -> None:
+    (workspace / "img.py").write_text("from IPython.display import display\n"
+                                      f"display({{'image/png': {PNG!r}}}, raw=True)\n")
+    run = nvim.run("""
+        vim.cmd("edit img.py")
+        vim.cmd("%OIExec")
+        T.wait_text("![image](")
+        T.wait_idle()
+    """, workspace)
+    images = [line for line in run.lines if line.startswith("![image](")]
+    assert len(images) == 1
+    path = Path(images[0].removeprefix("![image](").removesuffix(")"))
+    assert path.suffix == ".png" and path.is_relative_to(nvim.home)
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_history_reloads_after_a_restart(nvim: Nvim, model: ModelServer,
+                                         workspace: Path) -> None:
+    model.script(ms.tool("python", "print('ran before')"), ms.text("Hi there, from before."))
+    nvim.run("""
+        vim.cmd("OIChat hello")
+        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.keys("r")
+        T.wait_text("Hi there, from before.")
+        T.wait_idle()
+    """, workspace)
+    run = nvim.run("""
+        vim.cmd("OIHistory")
+        T.wait_text("Hi there, from before.")
+    """, workspace)
+    lines = run.lines
+    assert lines.index("hello") < lines.index("print('ran before')") < lines.index(
+        "ran before") < lines.index("Hi there, from before.")
+    assert lines.count("print('ran before')") == 1  # the proposal, not again as what ran
+
+
+def test_model_autorun_and_reset_commands(nvim: Nvim, model: ModelServer,
+                                          workspace: Path) -> None:
+    run = nvim.run("""
+        local function note(text)
+          T.wait(function()
+            for _, n in ipairs(T.notes) do if n.msg:find(text, 1, true) then return true end end
+          end, "the notification " .. text)
+        end
+        vim.cmd("OIModel openai/other")
+        note("oi: model openai/other")
+        vim.cmd("OIAutoRun on")
+        note("oi: auto-run on")
+        local settings = require("oi.client").request_sync(T.root, "oi/configure", {}).settings
+        vim.cmd("enew")
+        vim.bo.filetype = "python"
+        vim.api.nvim_buf_set_lines(0, 0, -1, false, { "y = 5" })
+        vim.cmd("OIExec")
+        T.wait_idle()
+        vim.cmd("OIReset")
+        note("oi: conversation cleared")
+        vim.api.nvim_buf_set_lines(0, 0, -1, false, { "print(globals().get('y'))" })
+        vim.cmd("OIExec")
+        T.wait_text("```output\\nNone\\n```")
+        T.wait_idle()
+        return { model = settings.model, autoRun = settings.autoRun }
+    """, workspace)
+    assert run.result == {"model": "openai/other", "autoRun": True}
+    assert run.lines.count("## Run") == 1 and "y = 5" not in run.lines  # the transcript cleared
+
+
+def test_server_crash_is_reported_and_the_next_command_restarts_it(nvim: Nvim,
+                                                                   workspace: Path) -> None:
+    run = nvim.run("""
+        vim.cmd("OIChat")
+        assert(require("oi.client").request_sync(T.root, "oi/configure", {}, 60000))
+        for _, pid in ipairs(vim.api.nvim_get_proc_children(vim.fn.getpid())) do
+          vim.uv.kill(pid, "sigkill")
+        end
+        T.wait_text("the server exited")
+        vim.cmd("wincmd p")
+        vim.bo.filetype = "python"
+        vim.api.nvim_buf_set_lines(0, 0, -1, false, { "print('back again')" })
+        vim.cmd("OIExec")
+        T.wait_text("```output\\nback again\\n```")
+        T.wait_idle()
+    """, workspace)
+    crashed = [line for line in run.lines if "the server exited" in line]
+    assert len(crashed) == 1 and "signal 9" in crashed[0]
+    assert any("the server exited" in msg for msg in run.errors())
+
+
+def test_active_line_is_highlighted_while_it_runs(nvim: Nvim, workspace: Path) -> None:
+    (workspace / "slow.py").write_text("import time\ntime.sleep(3)\nprint('slept')\n")
+    run = nvim.run("""
+        vim.cmd("edit slow.py")
+        vim.cmd("%OIExec")
+        T.wait(function() return T.chat().active_line(T.root) == "time.sleep(3)" end,
+          "the sleeping line to be highlighted")
+        T.wait_text("```output\\nslept\\n```")
+        T.wait_idle()
+        return { after = T.chat().active_line(T.root) or "none" }
+    """, workspace, setup={"settings": {**nvim.model.settings(), "activeLine": True}})
+    assert run.result == {"after": "none"}  # the highlight ends with the run
+    out = run.lines.index("```output")
+    assert run.lines[out:out + 3] == ["```output", "slept", "```"]  # output block intact

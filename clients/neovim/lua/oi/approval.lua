@@ -21,8 +21,7 @@ end
 
 function M.on_proposal(root, p)
   local chat = require("oi.chat")
-  chat.gap(root)
-  chat.put(root, chat.fence(p.language, p.code))
+  chat.code_block(root, p.language, p.code)
   chat.shown(root, p.code)
   if p.risk and p.risk.level ~= "low" then -- the server's risk check: always shown
     chat.put(root, ("**risk: %s** (%s)"):format(p.risk.level, table.concat(p.risk.reasons, "; ")))

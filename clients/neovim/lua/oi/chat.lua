@@ -213,6 +213,38 @@ local function fence(lang, code)
 end
 M.fence = fence
 
+local hl_ns = vim.api.nvim_create_namespace("oi_active_line")
+
+--- Put fenced code; it becomes the code a run's active_line chunks point into.
+local function code_block(st, lang, code)
+  gap(st)
+  put(st, fence(lang, code))
+  local first = cursor_line(st) - select(2, fence(lang, code):gsub("\n", "")) - 1 -- its ``` line
+  st.code_mark = vim.api.nvim_buf_set_extmark(st.buf, ns, first, 0, { id = st.code_mark })
+end
+function M.code_block(root, lang, code) code_block(M.state(root), lang, code) end
+
+--- Highlight line `number` (1-based) of the last code block: the line that runs now.
+local function active_line(st, number)
+  vim.api.nvim_buf_clear_namespace(st.buf, hl_ns, 0, -1)
+  if not number or not st.code_mark then return end
+  local fence_row = vim.api.nvim_buf_get_extmark_by_id(st.buf, ns, st.code_mark, {})[1]
+  local row = fence_row and fence_row + number
+  if row and row < sep_row(st) then
+    vim.api.nvim_buf_set_extmark(st.buf, hl_ns, row, 0, { line_hl_group = "CursorLine",
+      sign_text = "▶", sign_hl_group = "DiagnosticInfo" })
+  end
+end
+
+--- The text of the highlighted active line, if any (for tests and statuslines).
+function M.active_line(root)
+  local st = states[root]
+  if not st then return nil end
+  local marks = vim.api.nvim_buf_get_extmarks(st.buf, hl_ns, 0, -1, {})
+  if #marks == 0 then return nil end
+  return vim.api.nvim_buf_get_lines(st.buf, marks[1][2], marks[1][2] + 1, true)[1]
+end
+
 local function save_image(format, data)
   local dir = vim.fs.joinpath(vim.fn.stdpath("cache"), "oi", "images")
   vim.fn.mkdir(dir, "p")
@@ -245,7 +277,7 @@ local function close_block(st)
     put(st, "```")
   elseif b.type == "confirmation" then
     -- the code that runs: shown unless it is the proposal just shown above
-    if data ~= st.shown_code then gap(st); put(st, fence(b.format, data)) end
+    if data ~= st.shown_code then code_block(st, b.format, data) end
     st.shown_code = nil
   elseif b.type == "image" then
     local ok, path = pcall(save_image, b.format or "base64.png", data)
@@ -263,6 +295,11 @@ function M.on_stream(root, p)
   if st.muted[p.turnId] then return end
   if p.type == "status" then
     set_status(st, p.format ~= "idle" and p.format or nil)
+    if p.format == "idle" then active_line(st, nil) end
+    return
+  end
+  if p.format == "active_line" then -- not a block: the open output block stays open
+    active_line(st, tonumber(p.content))
     return
   end
   local b = st.open
@@ -306,6 +343,21 @@ function M.on_turn(root, p)
     if st.last_error ~= text then M.error(root, text) end
   end
   st.last_error = nil
+end
+
+--- The server of `root` is gone: nothing runs any more; an unexpected exit is an error.
+function M.server_exited(root, code, signal)
+  local st = states[root]
+  if st and vim.api.nvim_buf_is_valid(st.buf) then
+    if st.open then close_block(st) end
+    set_status(st, nil)
+    st.running = {}
+    require("oi.approval").clear(root)
+  end
+  if code ~= 0 or (signal or 0) ~= 0 then
+    M.error(root, ("the server exited (code %d, signal %d); the next command starts it again")
+      :format(code, signal or 0))
+  end
 end
 
 --- Empty the transcript (after oi/reset, or before reloading the history).

@@ -82,11 +82,8 @@ function M.with_client(root, fn)
       local r = root_of[cid]
       if r and by_root[r] == cid then by_root[r] = nil end
       root_of[cid], ready[cid], queued[cid] = nil, nil, nil
-      if code ~= 0 and not vim.v.exiting then
-        vim.schedule(function()
-          vim.notify(("oi: the server of %s exited (code %d, signal %d)"):format(
-            r or "?", code, signal or 0), vim.log.levels.ERROR)
-        end)
+      if r and vim.v.exiting == vim.NIL then -- v:exiting is null until Neovim quits
+        vim.schedule(function() require("oi.chat").server_exited(r, code, signal) end)
       end
     end,
   }

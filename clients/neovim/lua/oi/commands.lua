@@ -68,7 +68,7 @@ function M.exec(o)
   chat.open(root, false)
   chat.gap(root)
   chat.put(root, "## Run")
-  chat.put(root, chat.fence(language, code))
+  chat.code_block(root, language, code)
   client.request(root, "oi/execute", { language = language, code = code }, function(res)
     if res.status ~= "ok" then
       chat.put(root, ("_(%s%s)_"):format(res.status, res.error and (": " .. res.error) or ""))
