@@ -4,86 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from oi_lsp.client import OIClient, server_command
 from tests import modelserver as ms
 from tests.conftest import next_proposal, start_sleeping_run, tool_results
+from tests.gateway_process import TOKEN, Gateway, free_port
 from tests.modelserver import ModelServer
-
-TOKEN = "gw-secret-4f9c2e"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Gateway:
-    """A `jupyter kernelgateway` process in its own folder and process group."""
-
-    def __init__(self, root: Path, token: str = TOKEN) -> None:
-        self.root = root
-        self.token = token
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        root.mkdir(parents=True, exist_ok=True)
-
-    def start(self) -> Gateway:
-        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.root / "runtime"),
-               "JUPYTER_DATA_DIR": str(self.root / "data"),
-               "JUPYTER_CONFIG_DIR": str(self.root / "config")}
-        log = open(self.root / "gateway.log", "ab")  # the child keeps its own copy
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
-             f"--KernelGatewayApp.port={self.port}",
-             f"--KernelGatewayApp.auth_token={self.token}",
-             "--JupyterWebsocketPersonality.list_kernels=True"],  # for the tests' checks
-            cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True)  # its kernels share its group: kill() takes them all
-        log.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.root / "gateway.log").read_text()
-            try:
-                if httpx.get(f"{self.url}/api/kernelspecs", headers=self.auth(),
-                             timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("the kernel gateway did not start")
-
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"token {self.token}"}
-
-    def kernels(self) -> list[dict[str, Any]]:
-        response = httpx.get(f"{self.url}/api/kernels", headers=self.auth(), timeout=10)
-        response.raise_for_status()
-        result: list[dict[str, Any]] = response.json()
-        return result
-
-    def kill(self) -> None:
-        """A crash: the gateway and its kernels, at once."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def settings(self, **extra: Any) -> dict[str, Any]:
-        return {"kernelGateway": {"url": self.url, "token": self.token, **extra}}
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +170,7 @@ async def test_wrong_token_runs_nothing(servers: list[OIClient], gateway: Gatewa
 
 async def test_unreachable_gateway_is_named(servers: list[OIClient], model: ModelServer,
                                             workspace: Path, data_dir: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     client = await start(servers, workspace, model, data_dir, kernelGateway={"url": url})
     result = await client.execute("python", "print('here')")
     assert result["status"] == "error"
