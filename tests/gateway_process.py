@@ -25,9 +25,10 @@ def free_port() -> int:
 class Gateway:
     """A `jupyter kernelgateway` process in its own folder and process group."""
 
-    def __init__(self, root: Path, token: str = TOKEN) -> None:
+    def __init__(self, root: Path, token: str = TOKEN, bash: bool = False) -> None:
         self.root = root
         self.token = token
+        self.bash = bash  # also offer bash_kernel (its kernelspec in a folder of its own)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -37,6 +38,11 @@ class Gateway:
         env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.root / "runtime"),
                "JUPYTER_DATA_DIR": str(self.root / "data"),
                "JUPYTER_CONFIG_DIR": str(self.root / "config")}
+        if self.bash:  # installed for this gateway only: local runs never see it
+            prefix = self.root / "prefix"
+            subprocess.run([sys.executable, "-m", "bash_kernel.install", "--prefix", str(prefix)],
+                           check=True, capture_output=True, timeout=120)
+            env["JUPYTER_PATH"] = str(prefix / "share" / "jupyter")
         log = open(self.root / "gateway.log", "ab")  # the child keeps its own copy
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
