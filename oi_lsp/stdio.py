@@ -97,6 +97,10 @@ class _Reader:
         self._stream = stream
 
     async def readline(self) -> bytes:
+        # Let the handler of the message just read take its first step before the next
+        # message is handled, as with pygls' threaded reader: a notification's async handler
+        # (didChangeConfiguration, ...) starts before a request that follows it at once.
+        await asyncio.sleep(0)
         return await self._stream.readline()
 
     async def readexactly(self, n: int) -> bytes:
