@@ -52,7 +52,6 @@ def setup_logging(level: str, path: str | None) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    from .jsonrpc import BoundedInput, FramingError
     from .server import SERVER
 
     try:
@@ -62,11 +61,10 @@ def serve(args: argparse.Namespace) -> None:
             remote.gate_of(SERVER).token = network_token(args)
             (remote.serve_tcp if args.tcp else remote.serve_ws)(SERVER, args.host, args.port)
         else:
+            from .stdio import serve_stdio
+
             lsp_in, lsp_out = private_stdio()
-            SERVER.start_io(BoundedInput(lsp_in), lsp_out)  # type: ignore[arg-type]
-    except FramingError as exc:  # the client sent something that cannot be LSP
-        logging.getLogger(__name__).error("stopping: %s", exc)
-        sys.exit(1)
+            serve_stdio(SERVER, lsp_in, lsp_out)
     finally:
         SERVER.sessions.kill_all()  # the client may have vanished without a shutdown
 
