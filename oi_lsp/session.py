@@ -172,7 +172,8 @@ class Session:
                     lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text)
+                    registry.runnable(), on_text=self.link.show_text,
+                    spill_dir=self.store.spill_dir(self.workspace))
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
         try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from oi_lsp.client import OIClient
 from oi_lsp.executors import registry
 from oi_lsp.executors.base import Chunk, Executor
 from oi_lsp.executors.process import group_members
@@ -237,3 +238,22 @@ def test_unknown_and_missing_languages() -> None:
     assert names["shell"].available and names["python"].kind == "kernel"
     for info in names.values():
         assert info.available or info.install_hint
+
+
+async def test_languages_and_errors_through_server(client: OIClient) -> None:
+    result = await client.execute("shell", "echo hi")
+    assert result["status"] == "ok" and result["outputs"][0]["content"] == "hi\n"
+    result = await client.execute("klingon", "x")
+    assert result["status"] == "error"
+    assert "klingon" in result["outputs"][0]["content"] and "available" in result["error"]
+    if not shutil.which("pwsh"):
+        result = await client.execute("powershell", "Write-Output 1")
+        assert result["status"] == "error"
+        assert "install PowerShell" in result["outputs"][0]["content"]
+    infos = {i["name"]: i for i in (await client.request("oi/languages", {}))["languages"]}
+    assert {"python", "shell", "javascript", "ruby", "r", "powershell", "java",
+            "applescript", "html"} <= set(infos)
+    assert infos["python"]["kind"] == "kernel" and infos["shell"]["kind"] == "subprocess"
+    for info in infos.values():
+        assert info["available"] or info["installHint"]
+    assert infos["javascript"]["available"] == bool(shutil.which("node"))
