@@ -191,7 +191,8 @@ class Session:
                                                         self.settings().auto_run),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text, spent=self.spent)
+                    registry.runnable(), on_text=self.link.show_text, spent=self.spent,
+                    spill_dir=self.store.spill_dir(self.workspace))
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
         try:

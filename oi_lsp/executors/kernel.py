@@ -17,6 +17,7 @@ from jupyter_client.manager import AsyncKernelManager
 from . import active_line, kernel_record
 from .base import Chunk, Emit, Executor, RunResult
 from .jupyter import Cell, settle
+from .process import kill_members, no_input, run_start
 
 log = logging.getLogger(__name__)
 
@@ -101,17 +102,23 @@ class KernelExecutor(Executor):
 
     async def _launch(self) -> None:
         km = AsyncKernelManager(kernel_name=self.kernel_name)
-        if self.keep:
-            # independent: no JPY_PARENT_PID, so the kernel outlives this server; and its
-            # output goes to a file, not to our stderr: a pipe it held would stay open after
-            # we exit, and the editor would wait on it.
-            log_path = self.record_path.with_suffix(".log")
-            await asyncio.to_thread(log_path.parent.mkdir, parents=True, exist_ok=True)
-            with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
-                await km.start_kernel(cwd=str(self.cwd), independent=True, stdout=out,
-                                      stderr=out)
-        else:
-            await km.start_kernel(cwd=str(self.cwd))
+        # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
+        # starts that reads input would wait forever; this way its read fails at once.
+        stdin = no_input()
+        try:
+            if self.keep:
+                # independent: no JPY_PARENT_PID, so the kernel outlives this server; and its
+                # output goes to a file, not to our stderr: a pipe it held would stay open
+                # after we exit, and the editor would wait on it.
+                log_path = self.record_path.with_suffix(".log")
+                await asyncio.to_thread(log_path.parent.mkdir, parents=True, exist_ok=True)
+                with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
+                    await km.start_kernel(cwd=str(self.cwd), independent=True, stdin=stdin,
+                                          stdout=out, stderr=out)
+            else:
+                await km.start_kernel(cwd=str(self.cwd), stdin=stdin)
+        finally:
+            os.close(stdin)
         kc = km.client()
         kc.start_channels()
         try:
@@ -194,6 +201,11 @@ class KernelExecutor(Executor):
                 await self._launch()
             else:
                 await self._km.restart_kernel(now=True)
+                # New sockets: a request queued for a kernel that had died (zmq keeps it for
+                # the reconnect) must not run in the new kernel as well.
+                self._kc.stop_channels()
+                self._kc = self._km.client()
+                self._kc.start_channels()
                 await self._kc.wait_for_ready(timeout=60)
                 await self._record()  # a new pid
         finally:
@@ -237,30 +249,47 @@ class KernelExecutor(Executor):
     async def run(self, code: str, emit: Emit) -> RunResult:
         await self.start()
         async with self._lock:
+            lines = active_line.LineFilter(emit, self._line_token)
             if self._notice is not None:
                 emit(Chunk("console", "output", self._notice))
                 self._notice = None
-            if not await self.is_alive():
-                await self.restart()
-                emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
-                           "earlier variables are gone]\n"))
-            if self.language == "python" and self.active_line != self._line_on:
-                await self._silent(active_line.python_setup(self.active_line, self._line_token))
-                self._line_on = self.active_line
-            if self._line_on:
-                emit = active_line.LineFilter(emit, self._line_token)
-            cell = Cell()
-            msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
-            self._routes[msg_id] = cell.queue
             try:
-                return await self._collect(cell, emit)
-            except asyncio.CancelledError:
-                await settle(cell, self.interrupt, self._restart_unresponsive)
-                raise
+                # A kernel killed since the last run may still look alive until it is reaped:
+                # when it dies before taking the cell, start a new one and send the cell again.
+                for _attempt in (1, 2):
+                    if not await self.is_alive():
+                        await self.restart()
+                        emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
+                                   "earlier variables are gone]\n"))
+                    if self.language == "python" and self.active_line != self._line_on:
+                        await self._silent(active_line.python_setup(self.active_line,
+                                                                    self._line_token))
+                        self._line_on = self.active_line
+                    result = await self._run_cell(code, lines if self._line_on else emit)
+                    if result is not None:
+                        return result
+                emit(Chunk("console", "output", "\n[the kernel died before running this]\n"))
+                return RunResult("error", "the kernel died")
             finally:
-                del self._routes[msg_id]
-                if isinstance(emit, active_line.LineFilter):
-                    emit.flush()
+                lines.flush()
+
+    async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
+        """One execute request; None when the kernel died before it started the cell."""
+        cell = Cell()
+        msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
+        self._routes[msg_id] = cell.queue
+        since = run_start()
+        try:
+            return await self._collect(cell, emit)
+        except asyncio.CancelledError:
+            await settle(cell, self.interrupt, self._restart_unresponsive)
+            # The interrupt reached the whole process group, but what ignores SIGINT
+            # (a shell's background job) is still there: end what this run started.
+            if (pid := self.pid) is not None:
+                await kill_members(pid, exclude=pid, since=since)
+            raise
+        finally:
+            del self._routes[msg_id]
 
     async def _silent(self, code: str) -> None:
         """Run housekeeping code that is no cell of the user's: no output, no history."""
@@ -276,13 +305,15 @@ class KernelExecutor(Executor):
         if cell.reply is not None and cell.reply.get("status") != "ok":
             log.warning("kernel setup code failed: %s", cell.reply.get("evalue"))
 
-    async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
+    async def _collect(self, cell: Cell, emit: Emit) -> RunResult | None:
         while not cell.done:
             try:
                 async with asyncio.timeout(_LIVENESS_INTERVAL):
                     channel, msg = await cell.next()
             except TimeoutError:
                 if not await self.is_alive():
+                    if not cell.busy:
+                        return None
                     emit(Chunk("console", "output", "\n[the kernel died during this run]\n"))
                     return RunResult("error", "the kernel died")
                 continue
