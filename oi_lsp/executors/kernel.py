@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from jupyter_client.manager import AsyncKernelManager
 from . import active_line
 from .base import Chunk, Emit, Executor, RunResult
 from .jupyter import Cell, settle
+from .process import kill_members, no_input, run_start
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,13 @@ class KernelExecutor(Executor):
 
     async def _start(self) -> None:
         km = AsyncKernelManager(kernel_name=self.kernel_name)
-        await km.start_kernel(cwd=str(self.cwd))
+        # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
+        # starts that reads input would wait forever; this way its read fails at once.
+        stdin = no_input()
+        try:
+            await km.start_kernel(cwd=str(self.cwd), stdin=stdin)
+        finally:
+            os.close(stdin)
         kc = km.client()
         kc.start_channels()
         try:
@@ -95,6 +103,11 @@ class KernelExecutor(Executor):
         self._stop_readers()
         try:
             await self._km.restart_kernel(now=True)
+            # New sockets: a request queued for a kernel that had died (zmq keeps it for the
+            # reconnect) must not run in the new kernel as well.
+            self._kc.stop_channels()
+            self._kc = self._km.client()
+            self._kc.start_channels()
             await self._kc.wait_for_ready(timeout=60)
         finally:
             self._line_on = False
@@ -125,27 +138,44 @@ class KernelExecutor(Executor):
     async def run(self, code: str, emit: Emit) -> RunResult:
         await self.start()
         async with self._lock:
-            if not await self.is_alive():
-                await self.restart()
-                emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
-                           "earlier variables are gone]\n"))
-            if self.language == "python" and self.active_line != self._line_on:
-                await self._silent(active_line.python_setup(self.active_line, self._line_token))
-                self._line_on = self.active_line
-            if self._line_on:
-                emit = active_line.LineFilter(emit, self._line_token)
-            cell = Cell()
-            msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
-            self._routes[msg_id] = cell.queue
+            lines = active_line.LineFilter(emit, self._line_token)
             try:
-                return await self._collect(cell, emit)
-            except asyncio.CancelledError:
-                await settle(cell, self.interrupt, self._restart_unresponsive)
-                raise
+                # A kernel killed since the last run may still look alive until it is reaped:
+                # when it dies before taking the cell, start a new one and send the cell again.
+                for _attempt in (1, 2):
+                    if not await self.is_alive():
+                        await self.restart()
+                        emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
+                                   "earlier variables are gone]\n"))
+                    if self.language == "python" and self.active_line != self._line_on:
+                        await self._silent(active_line.python_setup(self.active_line,
+                                                                    self._line_token))
+                        self._line_on = self.active_line
+                    result = await self._run_cell(code, lines if self._line_on else emit)
+                    if result is not None:
+                        return result
+                emit(Chunk("console", "output", "\n[the kernel died before running this]\n"))
+                return RunResult("error", "the kernel died")
             finally:
-                del self._routes[msg_id]
-                if isinstance(emit, active_line.LineFilter):
-                    emit.flush()
+                lines.flush()
+
+    async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
+        """One execute request; None when the kernel died before it started the cell."""
+        cell = Cell()
+        msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
+        self._routes[msg_id] = cell.queue
+        since = run_start()
+        try:
+            return await self._collect(cell, emit)
+        except asyncio.CancelledError:
+            await settle(cell, self.interrupt, self._restart_unresponsive)
+            # The interrupt reached the whole process group, but what ignores SIGINT
+            # (a shell's background job) is still there: end what this run started.
+            if (pid := self.pid) is not None:
+                await kill_members(pid, exclude=pid, since=since)
+            raise
+        finally:
+            del self._routes[msg_id]
 
     async def _silent(self, code: str) -> None:
         """Run housekeeping code that is no cell of the user's: no output, no history."""
@@ -161,13 +191,15 @@ class KernelExecutor(Executor):
         if cell.reply is not None and cell.reply.get("status") != "ok":
             log.warning("kernel setup code failed: %s", cell.reply.get("evalue"))
 
-    async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
+    async def _collect(self, cell: Cell, emit: Emit) -> RunResult | None:
         while not cell.done:
             try:
                 async with asyncio.timeout(_LIVENESS_INTERVAL):
                     channel, msg = await cell.next()
             except TimeoutError:
                 if not await self.is_alive():
+                    if not cell.busy:
+                        return None
                     emit(Chunk("console", "output", "\n[the kernel died during this run]\n"))
                     return RunResult("error", "the kernel died")
                 continue

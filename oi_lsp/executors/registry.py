@@ -48,7 +48,7 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
              "install R (Debian: apt install r-base-core)"),
     Language("powershell", ("pwsh", "ps1"), "subprocess", ("pwsh",),
              "install PowerShell 7 (pwsh)"),
-    Language("java", (), "compile", ("java",),
+    Language("java", (), "compile", ("javac",),
              "install a JDK 11+ (Debian: apt install default-jdk-headless)"),
     Language("applescript", ("osascript",), "compile", ("osascript",),
              "AppleScript runs only on macOS (osascript)"),
@@ -167,7 +167,9 @@ def _create_local(language: str, cwd: Path, kernel_name: str) -> Executor:
         raise UnknownLanguage(f"cannot run {lang.name} here: {_missing(lang)}; "
                               f"{lang.install_hint}")
     if lang.name == "java":
-        return oneshot.OneShotExecutor("java", ".java", lambda path: [program, str(path)], cwd,
+        # `java File.java` compiles in memory and runs (JDK 11+); javac says a JDK is there.
+        java = str(Path(program).with_name("java"))
+        return oneshot.OneShotExecutor("java", ".java", lambda path: [java, str(path)], cwd,
                                        oneshot.java_source)
     if lang.name == "applescript":
         return oneshot.OneShotExecutor("applescript", ".applescript",
