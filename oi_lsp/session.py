@@ -184,11 +184,15 @@ class Session:
         await self.load_profiles()
         turn_id = new_id()
         settings = self.settings()
+        # autoRun is read when each proposal comes, so turning it on during a turn (a client's
+        # "always") covers the turn's next proposals too.
         turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                    lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
+                    lambda lang, code, _auto: self._ask(turn_id, settings, lang, code,
+                                                        self.settings().auto_run),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text, spent=self.spent)
+                    registry.runnable(), on_text=self.link.show_text, spent=self.spent,
+                    spill_dir=self.store.spill_dir(self.workspace))
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
         try:
@@ -199,6 +203,7 @@ class Session:
             raise
         finally:
             self.streamer.status(turn_id, "idle")
+        await self.flush()  # a turn reported finished is on disk: a crash now loses nothing
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
         if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
@@ -286,7 +291,9 @@ class Session:
         await self.flush()
 
     def pids(self) -> list[int]:
-        return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
+        """The processes to kill when the server must stop at once (kept kernels stay)."""
+        return [pid for ex in self.executors.values()
+                if (pid := ex.pid) is not None and not ex.keep]
 
     def _usage(self, used: context.Usage) -> Usage:
         return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
