@@ -21,6 +21,10 @@ RESET = "oi/reset"
 HISTORY = "oi/history"
 CONFIGURE = "oi/configure"
 LANGUAGES = "oi/languages"
+SESSIONS = "oi/sessions"
+SESSION_OPEN = "oi/session/open"
+SESSION_NEW = "oi/session/new"
+SESSION_EXPORT = "oi/session/export"
 
 STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
@@ -173,6 +177,51 @@ class LanguageInfo(Wire):
 
 class LanguagesResult(Wire):
     languages: list[LanguageInfo]
+
+
+# Conversations (issue 9) ----------------------------------------------------------------------
+
+CONVERSATION_ID = r"^[A-Za-z0-9_-]{1,64}$"
+ExportFormat = Literal["json", "markdown", "ipynb"]
+
+
+class ConversationInfo(Wire):
+    id: str
+    title: str  # the first line of the first user message ("" while there is none)
+    created: str  # ISO 8601, UTC
+    updated: str
+    message_count: int
+    current: bool
+
+
+class SessionsResult(Wire):
+    workspace: str
+    current: str
+    sessions: list[ConversationInfo]
+
+
+class SessionOpenParams(WorkspaceParams):
+    id: str = Field(pattern=CONVERSATION_ID)
+
+
+class SessionResult(Wire):
+    """The conversation now open (after oi/session/open or oi/session/new)."""
+
+    workspace: str
+    id: str
+    messages: list[Message]
+
+
+class SessionExportParams(WorkspaceParams):
+    id: str | None = Field(default=None, pattern=CONVERSATION_ID)
+    format: ExportFormat
+
+
+class SessionExportResult(Wire):
+    id: str
+    format: ExportFormat
+    title: str
+    content: str
 
 
 # Notifications ---------------------------------------------------------------------------------

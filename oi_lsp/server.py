@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,10 @@ from .protocol import (
     LanguagesResult,
     OkResult,
     Proposal,
+    SessionExportParams,
+    SessionOpenParams,
+    SessionResult,
+    SessionsResult,
     StopResult,
     WorkspaceParams,
 )
@@ -34,7 +40,7 @@ from .remote import GatedProtocol
 from .session import Busy, Session
 from .sessions import NotAWorkspace, Sessions
 from .settings import SettingsError, check, client_section, env_layer, split_known
-from .store import Store
+from .store import DamagedConversation, Store, UnknownConversation
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +116,17 @@ def _session(ls: OIServer, params: WorkspaceParams | ApproveParams,
         return ls.sessions.resolve(params.workspace, hint)
     except NotAWorkspace as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """A session's refusals as JSON-RPC errors: busy, or no such conversation."""
+    try:
+        yield
+    except (Busy, DamagedConversation) as exc:
+        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
+    except UnknownConversation as exc:
+        raise JsonRpcInvalidParams(f"id: {exc}") from None
 
 
 def _parse(model_cls: type[protocol.M], params: Any) -> protocol.M:
@@ -242,6 +259,40 @@ def languages(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(WorkspaceParams, params)
     settings = _session(ls, p).settings()
     return LanguagesResult(languages=registry.describe(settings.kernel_name, settings)).wire()
+
+
+@SERVER.feature(protocol.SESSIONS)
+async def sessions(ls: OIServer, params: Any) -> dict[str, Any]:
+    session = _session(ls, _parse(WorkspaceParams, params))
+    return SessionsResult(workspace=session.workspace, current=session.conversation_id,
+                          sessions=await session.conversations()).wire()
+
+
+@SERVER.feature(protocol.SESSION_OPEN)
+async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(SessionOpenParams, params)
+    session = _session(ls, p)
+    with _refusals():
+        await session.open_conversation(p.id)
+    return SessionResult(workspace=session.workspace, id=session.conversation_id,
+                         messages=session.messages).wire()
+
+
+@SERVER.feature(protocol.SESSION_NEW)
+async def session_new(ls: OIServer, params: Any) -> dict[str, Any]:
+    session = _session(ls, _parse(WorkspaceParams, params))
+    with _refusals():
+        await session.new_conversation()
+    return SessionResult(workspace=session.workspace, id=session.conversation_id,
+                         messages=session.messages).wire()
+
+
+@SERVER.feature(protocol.SESSION_EXPORT)
+async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(SessionExportParams, params)
+    session = _session(ls, p)
+    with _refusals():
+        return (await session.export(p.id, p.format)).wire()
 
 
 @SERVER.command(protocol.CHAT_COMMAND)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import protocol
+from . import export, protocol
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -18,15 +20,19 @@ from .notify import Streamer
 from .protocol import (
     ChatParams,
     ChatResult,
+    ConversationInfo,
     ExecuteParams,
     ExecuteResult,
+    ExportFormat,
     Message,
     Output,
     Proposal,
+    SessionExportResult,
     TurnEvent,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
-from .store import Store
+from .store import Store, Summary, title_of
+from .store import new_id as new_conversation_id
 from .turn import Outcome, Turn
 
 log = logging.getLogger(__name__)
@@ -60,9 +66,12 @@ class Session:
         self.store = store
         self.base_layers = base_layers
         self.overrides: dict[str, Any] = {}
-        self.messages, notice = store.load(workspace)
-        if notice:
-            link.show_text(notice, error=True)
+        loaded = store.load(workspace)
+        self.conversation_id = loaded.id
+        self.messages = loaded.messages
+        self.created = loaded.created
+        if loaded.notice:
+            link.show_text(loaded.notice, error=True)
         self.streamer = Streamer(link.send, workspace)
         self.executors: dict[str, Executor] = {}
         self._turn: asyncio.Task[Outcome] | None = None
@@ -147,7 +156,8 @@ class Session:
             self._dirty = False
             snapshot = list(self.messages)
             try:
-                await asyncio.to_thread(self.store.save, self.workspace, snapshot)
+                await asyncio.to_thread(self.store.save, self.workspace, self.conversation_id,
+                                        snapshot, self.created)
             except OSError:
                 log.exception("could not save the session of %s", self.workspace)
 
@@ -155,11 +165,67 @@ class Session:
         if self._saving is not None:
             await self._saving
 
+    # Conversations -----------------------------------------------------------------------
+
+    async def conversations(self) -> list[ConversationInfo]:
+        """The saved conversations, the open one (as it is now) first, then newest first."""
+        saved = await asyncio.to_thread(self.store.summaries, self.workspace)
+        mine = next((s for s in saved if s.id == self.conversation_id), None)
+        current = Summary(self.conversation_id, title_of(self.messages), self.created,
+                          mine.updated if mine else self.created, len(self.messages))
+        return [ConversationInfo(id=s.id, title=s.title, created=_iso(s.created),
+                                 updated=_iso(s.updated), message_count=s.message_count,
+                                 current=s is current)
+                for s in [current, *(s for s in saved if s.id != self.conversation_id)]]
+
+    async def export(self, conversation_id: str | None, fmt: ExportFormat) -> SessionExportResult:
+        conversation_id, messages = await self.conversation(conversation_id)
+        title = title_of(messages)
+        content = await asyncio.to_thread(export.render, messages, fmt, title)
+        return SessionExportResult(id=conversation_id, format=fmt, title=title, content=content)
+
+    async def open_conversation(self, conversation_id: str) -> None:
+        """Switch to a saved conversation (the REPLs and their variables stay). Raises Busy,
+        UnknownConversation, or DamagedConversation (the file then has been moved aside)."""
+        self._check_idle()
+        if conversation_id == self.conversation_id:
+            return
+        messages = await asyncio.to_thread(self.store.read, self.workspace, conversation_id)
+        self._check_idle()
+        await self.flush()
+        await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
+        self._switch(conversation_id, messages)
+
+    async def new_conversation(self) -> None:
+        """Start an empty conversation; the open one stays saved. An empty one is reused."""
+        self._check_idle()
+        if not self.messages:
+            return
+        await self.flush()
+        conversation_id = new_conversation_id()
+        await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
+        self._switch(conversation_id, [])
+
+    def _switch(self, conversation_id: str, messages: list[Message]) -> None:
+        self.conversation_id = conversation_id
+        self.messages = messages
+        self.created = time.time()
+
+    async def conversation(self, conversation_id: str | None) -> tuple[str, list[Message]]:
+        """The id and messages of the open conversation, or of a saved one."""
+        if conversation_id is None or conversation_id == self.conversation_id:
+            return self.conversation_id, list(self.messages)
+        return conversation_id, await asyncio.to_thread(self.store.read, self.workspace,
+                                                        conversation_id)
+
+    def _check_idle(self) -> None:
+        if self._turn is not None and not self._turn.done():
+            raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+
     # Requests ----------------------------------------------------------------------------
 
     async def chat(self, params: ChatParams) -> ChatResult:
-        if self._turn is not None and not self._turn.done():
-            raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+        self._check_idle()
         turn_id = new_id()
         settings = self.settings()
         turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
@@ -228,9 +294,9 @@ class Session:
         return bool(tasks)
 
     async def reset(self) -> None:
+        """Stop, start a new empty conversation (the old one stays saved), restart the REPLs."""
         await self.stop()
-        self.messages.clear()
-        self._save_soon()
+        await self.new_conversation()
         await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
 
     async def close(self) -> None:
@@ -278,6 +344,10 @@ def merge_outputs(chunks: list[Chunk]) -> list[Output]:
             groups.append((chunk, [chunk.content]))
     return [Output(type=first.type, format=first.format, content="".join(parts))
             for first, parts in groups]
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_id() -> str:
