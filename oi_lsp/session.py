@@ -6,12 +6,12 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import export, protocol
+from . import export, magic, protocol
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -199,12 +199,25 @@ class Session:
     async def new_conversation(self) -> None:
         """Start an empty conversation; the open one stays saved. An empty one is reused."""
         self._check_idle()
-        if not self.messages:
-            return
+        await self.begin_conversation([])
+
+    async def begin_conversation(self, messages: list[Message]) -> None:
+        """Open a new conversation holding `messages` (the open one stays saved; an empty one
+        is reused). The caller makes sure no turn runs but its own."""
         await self.flush()
-        conversation_id = new_conversation_id()
+        conversation_id = self.conversation_id if not self.messages else new_conversation_id()
         await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
-        self._switch(conversation_id, [])
+        self._switch(conversation_id, messages)
+        if messages:
+            self._save_soon()
+
+    def keep_messages(self, count: int) -> None:
+        """Drop every message after the first `count` (%undo)."""
+        del self.messages[count:]
+        self._save_soon()
+
+    def conversation_file(self) -> Path:
+        return self.store.path(self.workspace, self.conversation_id)
 
     def _switch(self, conversation_id: str, messages: list[Message]) -> None:
         self.conversation_id = conversation_id
@@ -228,13 +241,18 @@ class Session:
         self._check_idle()
         turn_id = new_id()
         settings = self.settings()
-        turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                    lambda lang, code, auto: self._ask(turn_id, lang, code, auto),
-                    lambda lang, code, chunks: self._run_code(
-                        turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text)
+        work: Coroutine[Any, Any, Outcome]
+        if magic.is_command(params.message):  # answered here, never sent to the model
+            work = self._magic(turn_id, params.message, settings)
+        else:
+            turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
+                        lambda lang, code, auto: self._ask(turn_id, lang, code, auto),
+                        lambda lang, code, chunks: self._run_code(
+                            turn_id, lang, code, chunks, settings.execution_timeout),
+                        registry.runnable(), on_text=self.link.show_text)
+            work = turn.run(params.message, params.context)
         self._event(turn_id, "chat", "running")
-        task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
+        task = self._turn = asyncio.create_task(work)
         try:
             outcome = await _outcome(task)
         except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
@@ -247,6 +265,25 @@ class Session:
             self.link.show_text(outcome.error, error=True)
         self._event(turn_id, "chat", outcome.status, outcome.error)
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
+
+    async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
+        said: list[str] = []
+
+        def say(text: str) -> None:
+            said.append(text)
+            self.streamer.content(turn_id, "computer", "console", "output", text)
+
+        async def shell(command: str) -> RunResult:
+            self.streamer.whole(turn_id, "computer", "confirmation", "shell", command)
+            return await self._run_code(turn_id, "shell", command, [],
+                                        settings.execution_timeout)
+
+        try:
+            return await magic.run(message, self, magic.Console(say, shell))
+        finally:
+            self.streamer.close()
+            if said:
+                self.link.show_text("".join(said))
 
     async def _ask(self, turn_id: str, language: str, code: str, auto_run: bool) -> Answer:
         if auto_run:
@@ -297,13 +334,19 @@ class Session:
         """Stop, start a new empty conversation (the old one stays saved), restart the REPLs."""
         await self.stop()
         await self.new_conversation()
-        await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
+        await self.restart_repls()
 
     async def close(self) -> None:
         await self.stop()
         await asyncio.gather(*(ex.shutdown() for ex in self.executors.values()),
                              return_exceptions=True)
         await self.flush()
+
+    async def restart_repls(self) -> None:
+        await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
+
+    def repls(self) -> list[tuple[str, int | None]]:
+        return [(language, ex.pid) for language, ex in self.executors.items()]
 
     def pids(self) -> list[int]:
         return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]

@@ -50,6 +50,7 @@ class Settings(BaseModel):
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
+    verbose: bool = False  # log every model request (%verbose)
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
