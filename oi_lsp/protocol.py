@@ -21,6 +21,7 @@ RESET = "oi/reset"
 HISTORY = "oi/history"
 CONFIGURE = "oi/configure"
 LANGUAGES = "oi/languages"
+MODELS = "oi/models"
 SESSIONS = "oi/sessions"
 SESSION_OPEN = "oi/session/open"
 SESSION_NEW = "oi/session/new"
@@ -55,6 +56,7 @@ ChunkType = Literal["message", "code", "console", "image", "confirmation", "stat
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
 Decision = Literal["run", "skip", "edit"]
+RiskLevel = Literal["low", "medium", "high"]
 
 
 class Position(Wire):
@@ -238,6 +240,13 @@ class StreamChunk(Wire):
     end: bool | None = None
 
 
+class Risk(Wire):
+    """What the static risk check (and safe mode's semgrep scan) found in proposed code."""
+
+    level: RiskLevel = "low"
+    reasons: list[str] = Field(default_factory=list)
+
+
 class Proposal(Wire):
     turn_id: str
     workspace: str
@@ -245,6 +254,7 @@ class Proposal(Wire):
     language: str
     code: str
     auto_run: bool
+    risk: Risk = Field(default_factory=Risk)
 
 
 class TurnEvent(Wire):

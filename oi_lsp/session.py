@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import export, magic, protocol
+from . import export, magic, protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -27,6 +27,7 @@ from .protocol import (
     Message,
     Output,
     Proposal,
+    Risk,
     SessionExportResult,
     TurnEvent,
 )
@@ -78,6 +79,7 @@ class Session:
         self._runs: set[asyncio.Task[RunResult]] = set()
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
+        self._told_semgrep_missing = False
 
     # Settings ----------------------------------------------------------------------------
 
@@ -246,7 +248,7 @@ class Session:
             work = self._magic(turn_id, params.message, settings)
         else:
             turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                        lambda lang, code, auto: self._ask(turn_id, lang, code, auto),
+                        lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
                         lambda lang, code, chunks: self._run_code(
                             turn_id, lang, code, chunks, settings.execution_timeout),
                         registry.runnable(), on_text=self.link.show_text)
@@ -285,19 +287,40 @@ class Session:
             if said:
                 self.link.show_text("".join(said))
 
-    async def _ask(self, turn_id: str, language: str, code: str, auto_run: bool) -> Answer:
+    async def _ask(self, turn_id: str, settings: Settings, language: str, code: str,
+                   auto_run: bool) -> Answer:
+        found = await self._risk(settings, language, code)
+        if found.level == "high" or settings.safe_mode == "ask":
+            auto_run = False  # high risk code, and safe mode `ask`, always wait for the user
         if auto_run:
             self.link.send(protocol.PROPOSAL, Proposal(
                 turn_id=turn_id, workspace=self.workspace, proposal_id=f"auto-{new_id()}",
-                language=language, code=code, auto_run=True).wire())
+                language=language, code=code, auto_run=True, risk=found).wire())
             return Answer("run")
         proposal_id, future = self.approvals.open(self.workspace)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
-                            language=language, code=code, auto_run=False)
+                            language=language, code=code, auto_run=False, risk=found)
         try:
             return await self.link.ask(proposal, future)
         finally:
             future.cancel()  # answered or not, the id is used up
+
+    async def _risk(self, settings: Settings, language: str, code: str) -> Risk:
+        """The static check, plus semgrep's findings in safe mode (flagged code is high risk
+        in `auto`, so it runs only when the user approves it)."""
+        found = await asyncio.to_thread(risk.assess, code, self.folder,
+                                        bool(settings.restrict_to_workspace))
+        if settings.safe_mode == "off":
+            return found
+        findings = await risk.semgrep_scan(code, language.strip().lower())
+        if findings is None:
+            risk.raise_to(found, "low", risk.SEMGREP_MISSING)
+            if not self._told_semgrep_missing:
+                self._told_semgrep_missing = True
+                self.link.show_text(risk.SEMGREP_MISSING, error=True)
+        for finding in findings or ():
+            risk.raise_to(found, "high" if settings.safe_mode == "auto" else "medium", finding)
+        return found
 
     async def execute(self, params: ExecuteParams) -> ExecuteResult:
         turn_id = new_id()

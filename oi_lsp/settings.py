@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -51,6 +51,9 @@ class Settings(BaseModel):
     kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
     verbose: bool = False  # log every model request (%verbose)
+    # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
+    safe_mode: Literal["off", "ask", "auto"] = "off"
+    restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
@@ -58,6 +61,8 @@ class Settings(BaseModel):
         # workspace does not auto-run; the effective value says so to every reader.
         if not self.trusted:
             self.auto_run = False
+        if self.restrict_to_workspace is None:
+            self.restrict_to_workspace = not self.trusted
         return self
 
     def public(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ async def settings(client: OIClient) -> dict[str, Any]:
 async def test_every_magic_command(start_server: StartServer, model: ModelServer,
                                    workspace: Path) -> None:
     client = await start_server(workspace)
+    root = os.path.realpath(workspace)
     assert "%save_message [path]" in await magic(client, "%help")
     unknown = await magic(client, "%bogus thing")
     assert unknown.startswith("Unknown command %bogus.") and "%jupyter [path]" in unknown
@@ -42,7 +44,7 @@ async def test_every_magic_command(start_server: StartServer, model: ModelServer
 
     result = await client.chat("%% echo hi-$((6*7)) && pwd")
     assert result["status"] == "done"
-    assert "hi-42\n" + str(workspace.resolve()) in client.stream(result["turnId"], "console")
+    assert "hi-42\n" + root in client.stream(result["turnId"], "console")
     confirmation = [p for m, p in client.notifications if m == "oi/stream"
                     and p["turnId"] == result["turnId"] and p["type"] == "confirmation"]
     assert confirmation[1]["format"] == "shell"
@@ -60,7 +62,7 @@ async def test_every_magic_command(start_server: StartServer, model: ModelServer
 
     await client.execute("python", "x = 1")
     info = await magic(client, "%info")
-    assert f"Workspace: {workspace.resolve()}" in info and "Model: openai/scripted at" in info
+    assert f"Workspace: {root}" in info and "Model: openai/scripted at" in info
     assert "python (pid " in info and "“first question”, 2 messages" in info
 
     assert "Verbose mode is on" in await magic(client, "%verbose")
@@ -79,7 +81,7 @@ async def test_every_magic_command(start_server: StartServer, model: ModelServer
     assert (await settings(client))["autoRun"] is False
 
     saved = await magic(client, "%save_message")
-    assert f"Saved 4 messages to {workspace.resolve() / 'messages.json'}" in saved
+    assert f"Saved 4 messages to {root}/messages.json" in saved
     on_disk = json.loads((workspace / "messages.json").read_text())
     assert [m["content"] for m in on_disk] == ["first question", "first answer",
                                                "second question", "second answer"]

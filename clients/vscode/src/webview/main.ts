@@ -7,7 +7,8 @@ interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
 
 type Chunk = { turnId?: string; role?: string; type?: string; format?: string; content?: string; start?: boolean; end?: boolean };
-type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean };
+type Risk = { level: 'low' | 'medium' | 'high'; reasons: string[] };
+type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk };
 type Message = { role: string; type: string; format?: string; content: string; turnId?: string };
 
 const vscode = acquireVsCodeApi();
@@ -180,6 +181,10 @@ function answered(box: HTMLElement, note: string): void {
 function proposal(p: Proposal): void {
     const box = codeBlock(p.language, p.code, 'oi-proposal');
     box.dataset.proposalId = p.proposalId;
+    if (p.risk && p.risk.level !== 'low') { // the server's risk check: always shown
+        box.append(el('div', `oi-risk oi-risk-${p.risk.level}`,
+            `Risk: ${p.risk.level} (${p.risk.reasons.join('; ')})`));
+    }
     if (p.autoRun) {
         answered(box, 'auto-run');
         awaitingRun.set(p.turnId, box);
