@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ async def settings(client: OIClient) -> dict[str, Any]:
 async def test_every_magic_command(start_server: StartServer, model: ModelServer,
                                    workspace: Path) -> None:
     client = await start_server(workspace)
-    root = os.path.realpath(workspace)
+    root = str(workspace)  # pytest's tmp_path is already resolved
     assert "%save_message [path]" in await magic(client, "%help")
     unknown = await magic(client, "%bogus thing")
     assert unknown.startswith("Unknown command %bogus.") and "%jupyter [path]" in unknown
