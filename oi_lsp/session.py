@@ -119,6 +119,9 @@ class Session:
         """Run code in this workspace's REPL for `language`, streaming its output."""
 
         def emit(chunk: Chunk) -> None:
+            if chunk.format == "active_line":  # for the client's highlight only
+                self.streamer.line(turn_id, chunk.content)
+                return
             chunks.append(chunk)
             if chunk.type == "console":
                 self.streamer.content(turn_id, "computer", "console", chunk.format,
@@ -129,6 +132,7 @@ class Session:
         self.streamer.status(turn_id, "running")
         try:
             executor = self._executor(registry.canonical(language))
+            executor.active_line = self.settings().active_line
             return await executor.execute(code, emit, timeout)
         except registry.UnknownLanguage as exc:
             emit(Chunk("console", "output", f"{exc}\n"))
