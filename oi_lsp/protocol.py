@@ -23,6 +23,7 @@ CONFIGURE = "oi/configure"
 LANGUAGES = "oi/languages"
 MODELS = "oi/models"
 SESSIONS = "oi/sessions"
+STATUS = "oi/status"
 SESSION_OPEN = "oi/session/open"
 SESSION_NEW = "oi/session/new"
 SESSION_EXPORT = "oi/session/export"
@@ -226,6 +227,32 @@ class SessionExportResult(Wire):
     content: str
 
 
+# Resource monitor (issue 9) -------------------------------------------------------------------
+
+
+class ReplStatus(Wire):
+    """One REPL of a workspace and what it costs (figures cover its process and children)."""
+
+    language: str
+    pid: int | None = None  # None for a REPL that has not started, or runs remotely
+    alive: bool
+    busy: bool  # running code now
+    cpu_percent: float | None = None  # of one core
+    rss: int | None = None  # resident memory, bytes
+    uptime: float | None = None  # seconds since the process started
+
+
+class TurnState(Wire):
+    state: Literal["idle", "thinking", "waiting", "running"]
+    turn_id: str | None = None
+
+
+class StatusResult(Wire):
+    workspace: str
+    turn: TurnState
+    repls: list[ReplStatus]
+
+
 # Notifications ---------------------------------------------------------------------------------
 
 
@@ -238,6 +265,7 @@ class StreamChunk(Wire):
     content: str | None = None
     start: bool | None = None
     end: bool | None = None
+    repl: ReplStatus | None = None  # status chunks of format `resources`
 
 
 class Risk(Wire):

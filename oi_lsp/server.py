@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,6 +86,20 @@ class OIServer(LanguageServer):
         action = box.result()
         return Answer("run" if getattr(action, "title", None) == "Run" else "skip")
 
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        if not actions:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=f"oi-lsp: {text}"))
+            return None
+        try:
+            choice = await self.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Warning, message=f"oi-lsp: {text}",
+                actions=[types.MessageActionItem(title) for title in actions]))
+        except JsonRpcException as exc:  # a client without message boxes: nobody agreed
+            log.warning("could not ask the user: %s", exc)
+            return None
+        return getattr(choice, "title", None)
+
     def show_text(self, text: str, error: bool = False) -> None:
         if error:
             self.window_show_message(types.ShowMessageParams(
@@ -163,6 +178,11 @@ def initialize(ls: OIServer, params: types.InitializeParams) -> None:
 
 @SERVER.feature(types.INITIALIZED)
 def initialized(ls: OIServer, params: types.InitializedParams) -> None:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # once: initialized comes once
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning,
+            message="oi-lsp runs as root: code the model proposes runs with full control of "
+                    "this machine. Run the editor as a normal user if you can."))
     model.warm_up()  # load litellm in the background so the first turn does not wait
 
 
@@ -267,6 +287,11 @@ def languages(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(WorkspaceParams, params)
     settings = _session(ls, p).settings()
     return LanguagesResult(languages=registry.describe(settings.kernel_name, settings)).wire()
+
+
+@SERVER.feature(protocol.STATUS)
+async def status(ls: OIServer, params: Any) -> dict[str, Any]:
+    return (await _session(ls, _parse(WorkspaceParams, params)).status()).wire()
 
 
 @SERVER.feature(protocol.SESSIONS)

@@ -16,6 +16,7 @@ from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
 from .model import ModelError
+from .monitor import MemoryRestart, Watch
 from .notify import Streamer
 from .protocol import (
     ChatParams,
@@ -29,7 +30,9 @@ from .protocol import (
     Proposal,
     Risk,
     SessionExportResult,
+    StatusResult,
     TurnEvent,
+    TurnState,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
 from .store import Store, Summary, title_of
@@ -50,6 +53,10 @@ class Link(Protocol):
 
     def show_text(self, text: str, error: bool = False) -> None:
         """Text for clients that do not render oi/stream (no-op for those that do)."""
+        ...
+
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        """A warning for the user; with actions, the one they chose (None if none)."""
         ...
 
 
@@ -73,7 +80,9 @@ class Session:
         self.created = loaded.created
         if loaded.notice:
             link.show_text(loaded.notice, error=True)
-        self.streamer = Streamer(link.send, workspace)
+        self.streamer = Streamer(self._send, workspace)
+        self.watch = Watch(self.settings, link.tell)
+        self._state = TurnState(state="idle")
         self.executors: dict[str, Executor] = {}
         self._turn: asyncio.Task[Outcome] | None = None
         self._runs: set[asyncio.Task[RunResult]] = set()
@@ -131,9 +140,15 @@ class Session:
 
         self.streamer.status(turn_id, "running")
         try:
-            executor = self._executor(registry.canonical(language))
+            name = registry.canonical(language)
+            executor = self._executor(name)
             executor.active_line = self.settings().active_line
-            return await executor.execute(code, emit, timeout)
+            return await self.watch.run(
+                name, executor, executor.execute(code, emit, timeout),
+                lambda repl, text: self.streamer.resources(turn_id, repl, text))
+        except MemoryRestart as exc:
+            emit(Chunk("console", "output", f"\n[stopped: {exc}]\n"))
+            return RunResult("error", str(exc))
         except registry.UnknownLanguage as exc:
             emit(Chunk("console", "output", f"{exc}\n"))
             return RunResult("error", str(exc))
@@ -301,6 +316,7 @@ class Session:
                 turn_id=turn_id, workspace=self.workspace, proposal_id=f"auto-{new_id()}",
                 language=language, code=code, auto_run=True, risk=found).wire())
             return Answer("run")
+        self._state = TurnState(state="waiting", turn_id=turn_id)
         proposal_id, future = self.approvals.open(self.workspace)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
                             language=language, code=code, auto_run=False, risk=found)
@@ -365,6 +381,7 @@ class Session:
 
     async def close(self) -> None:
         await self.stop()
+        self.watch.close()
         await asyncio.gather(*(ex.shutdown() for ex in self.executors.values()),
                              return_exceptions=True)
         await self.flush()
@@ -377,6 +394,19 @@ class Session:
 
     def pids(self) -> list[int]:
         return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
+
+    async def status(self) -> StatusResult:
+        return StatusResult(workspace=self.workspace, turn=self._state,
+                            repls=await self.watch.status(self.executors))
+
+    def _send(self, method: str, params: dict[str, Any]) -> None:
+        """Everything the streamer sends; the status chunks also tell oi/status the state."""
+        if method == protocol.STREAM and params.get("type") == "status" \
+                and params.get("format") in ("idle", "thinking", "running"):
+            state = params["format"]
+            self._state = TurnState(state=state,
+                                    turn_id=None if state == "idle" else params["turnId"])
+        self.link.send(method, params)
 
     def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None) -> None:
         self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.workspace,
