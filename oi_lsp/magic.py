@@ -53,7 +53,7 @@ class Host(Protocol):
 
     def settings(self) -> Settings: ...
 
-    def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]: ...
+    async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]: ...
 
     async def begin_conversation(self, messages: list[Message]) -> None:
         """Make a new conversation holding `messages` the open one (the old one stays saved)."""
@@ -156,7 +156,7 @@ def _flag(arg: str, command: str) -> bool:
 
 async def _verbose(host: Host, console: Console, arg: str) -> None:
     on = _flag(arg, "%verbose")
-    host.configure({"verbose": on})
+    await host.configure({"verbose": on})
     console.say("Verbose mode is on: every request to the model is written to the server log.\n"
                 if on else "Verbose mode is off.\n")
 
@@ -167,7 +167,7 @@ async def _auto_run(host: Host, console: Console, arg: str) -> None:
         raise MagicError("This workspace is not trusted: auto-run stays off. Trust the "
                          "workspace in the editor to turn it on.")
     try:
-        host.configure({"autoRun": on})
+        await host.configure({"autoRun": on})
     except SettingsError as exc:
         raise MagicError(str(exc)) from None
     console.say("Auto-run is on: proposed code runs without asking.\n" if on

@@ -15,7 +15,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from . import __version__, model, protocol
+from . import __version__, local, model, profiles, protocol
 from .approval import Answer, Approvals, UnknownProposal
 from .executors import registry
 from .jsonrpc import raw_params_converter
@@ -28,6 +28,8 @@ from .protocol import (
     HistoryResult,
     InvalidParams,
     LanguagesResult,
+    LocalServer,
+    ModelsResult,
     OkResult,
     Proposal,
     SessionExportParams,
@@ -229,6 +231,8 @@ async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
         return (await session.chat(p)).wire()
     except Busy as exc:
         raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
+    except SettingsError as exc:  # a profile that cannot be read or has a bad key
+        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
 
 
 @SERVER.feature(protocol.APPROVE)
@@ -271,11 +275,11 @@ def history(ls: OIServer, params: Any) -> dict[str, Any]:
 
 
 @SERVER.feature(protocol.CONFIGURE)
-def configure(ls: OIServer, params: Any) -> dict[str, Any]:
+async def configure(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ConfigureParams, params)
     session = _session(ls, p)
     try:
-        settings, unknown = session.configure(dict(p.model_extra or {}))
+        settings, unknown = await session.configure(dict(p.model_extra or {}))
     except SettingsError as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
     return ConfigureResult(settings=settings.public(),
@@ -326,6 +330,15 @@ async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
     session = _session(ls, p)
     with _refusals():
         return (await session.export(p.id, p.format)).wire()
+
+
+@SERVER.feature(protocol.MODELS)
+async def models(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    session = _session(ls, p)
+    servers, names = await asyncio.gather(local.probe(), asyncio.to_thread(profiles.available))
+    return ModelsResult(local=[LocalServer.model_validate(s) for s in servers],
+                        model=session.settings().model, profiles=names).wire()
 
 
 @SERVER.command(protocol.CHAT_COMMAND)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import export, magic, protocol, risk
+from . import context, export, magic, profiles, protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -33,6 +33,7 @@ from .protocol import (
     StatusResult,
     TurnEvent,
     TurnState,
+    Usage,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
 from .store import Store, Summary, title_of
@@ -74,6 +75,7 @@ class Session:
         self.store = store
         self.base_layers = base_layers
         self.overrides: dict[str, Any] = {}
+        self.profile_layers: list[dict[str, Any]] = []  # user profile, then .oi/profile.yaml
         loaded = store.load(workspace)
         self.conversation_id = loaded.id
         self.messages = loaded.messages
@@ -89,22 +91,35 @@ class Session:
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
         self._told_semgrep_missing = False
+        self.spent = context.Usage()  # model usage since the session opened (for maxBudget)
 
     # Settings ----------------------------------------------------------------------------
 
     def settings(self) -> Settings:
-        return combine(*self.base_layers(), self.overrides)
+        return combine(*self.base_layers(), *self.profile_layers, self.overrides)
 
-    def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
+    def _read_profiles(self, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+        """The profile layers these overrides select (blocking: YAML files)."""
+        base = combine(*self.base_layers(), overrides)
+        return profiles.layers(base.profile, self.folder, base.trusted)
+
+    async def load_profiles(self) -> None:
+        """Read the selected profile and the workspace's own again (they may have changed);
+        raises ProfileError naming the file and the key, and keeps the old layers then."""
+        self.profile_layers = await asyncio.to_thread(self._read_profiles, self.overrides)
+
+    async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         """Apply settings to this workspace only; raises SettingsError and changes nothing
-        when a value has the wrong type."""
+        when a value has the wrong type or the profile it selects is bad."""
         known, unknown = split_known(values)
         if "trusted" in known:
             raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)
         candidate = {**self.overrides, **known}
-        combine(*self.base_layers(), candidate)  # the merged result must be valid too
+        layers = await asyncio.to_thread(self._read_profiles, candidate)
+        combine(*self.base_layers(), *layers, candidate)  # the merged result must be valid too
         self.overrides = candidate
+        self.profile_layers = layers
         return self.settings(), unknown
 
     # REPLs -------------------------------------------------------------------------------
@@ -260,6 +275,7 @@ class Session:
 
     async def chat(self, params: ChatParams) -> ChatResult:
         self._check_idle()
+        await self.load_profiles()
         turn_id = new_id()
         settings = self.settings()
         work: Coroutine[Any, Any, Outcome]
@@ -270,7 +286,7 @@ class Session:
                         lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
                         lambda lang, code, chunks: self._run_code(
                             turn_id, lang, code, chunks, settings.execution_timeout),
-                        registry.runnable(), on_text=self.link.show_text)
+                        registry.runnable(), on_text=self.link.show_text, spent=self.spent)
             work = turn.run(params.message, params.context)
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(work)
@@ -284,7 +300,10 @@ class Session:
             self.streamer.status(turn_id, "idle")
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
-        self._event(turn_id, "chat", outcome.status, outcome.error)
+        if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
+            self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
+                                f"{settings.model!r}", error=True)
+        self._event(turn_id, "chat", outcome.status, outcome.error, self._usage(turn.usage))
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
 
     async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
@@ -408,9 +427,15 @@ class Session:
                                     turn_id=None if state == "idle" else params["turnId"])
         self.link.send(method, params)
 
-    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None) -> None:
+    def _usage(self, used: context.Usage) -> Usage:
+        return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
+                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost)
+
+    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
+               usage: Usage | None = None) -> None:
         self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.workspace,
-                                                kind=kind, status=status, error=error).wire())
+                                                kind=kind, status=status, error=error,
+                                                usage=usage).wire())
 
 
 async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:
