@@ -279,6 +279,7 @@ class Session:
         turn_id = new_id()
         settings = self.settings()
         work: Coroutine[Any, Any, Outcome]
+        turn: Turn | None = None  # magic commands are no model turn: no usage
         if magic.is_command(params.message):  # answered here, never sent to the model
             work = self._magic(turn_id, params.message, settings)
         else:
@@ -300,10 +301,12 @@ class Session:
             self.streamer.status(turn_id, "idle")
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
-        if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
+        if settings.max_budget is not None and turn is not None and turn.usage.calls \
+                and turn.usage.cost is None:
             self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
                                 f"{settings.model!r}", error=True)
-        self._event(turn_id, "chat", outcome.status, outcome.error, self._usage(turn.usage))
+        self._event(turn_id, "chat", outcome.status, outcome.error,
+                    self._usage(turn.usage) if turn is not None else None)
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
 
     async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
