@@ -283,11 +283,15 @@ class Session:
         if magic.is_command(params.message):  # answered here, never sent to the model
             work = self._magic(turn_id, params.message, settings)
         else:
+            # autoRun is read when each proposal comes, so turning it on during a turn (a
+            # client's "always") covers the turn's next proposals too.
             turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                        lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
+                        lambda lang, code, _auto: self._ask(turn_id, settings, lang, code,
+                                                            self.settings().auto_run),
                         lambda lang, code, chunks: self._run_code(
                             turn_id, lang, code, chunks, settings.execution_timeout),
-                        registry.runnable(), on_text=self.link.show_text, spent=self.spent)
+                        registry.runnable(), on_text=self.link.show_text, spent=self.spent,
+                        spill_dir=self.store.spill_dir(self.workspace))
             work = turn.run(params.message, params.context)
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(work)
@@ -299,6 +303,7 @@ class Session:
             raise
         finally:
             self.streamer.status(turn_id, "idle")
+        await self.flush()  # a turn reported finished is on disk: a crash now loses nothing
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
         if settings.max_budget is not None and turn is not None and turn.usage.calls \
@@ -415,7 +420,9 @@ class Session:
         return [(language, ex.pid) for language, ex in self.executors.items()]
 
     def pids(self) -> list[int]:
-        return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
+        """The processes to kill when the server must stop at once (kept kernels stay)."""
+        return [pid for ex in self.executors.values()
+                if (pid := ex.pid) is not None and not ex.keep]
 
     async def status(self) -> StatusResult:
         return StatusResult(workspace=self.workspace, turn=self._state,

@@ -22,7 +22,8 @@ class NotAWorkspace(ValueError):
 def folder_of(uri: str) -> Path:
     path = uris.to_fs_path(uri) if uri.startswith("file:") else None
     if not path or not Path(path).is_dir():
-        raise NotAWorkspace(f"workspace {uri!r} is not a file:// URI of an existing folder")
+        shown = uri if len(uri) <= 200 else uri[:200] + "…"  # a client may send megabytes
+        raise NotAWorkspace(f"workspace {shown!r} is not a file:// URI of an existing folder")
     return Path(path).resolve()
 
 
@@ -35,6 +36,9 @@ class Sessions:
     def __init__(self, factory: Callable[[str, Path], Session]) -> None:
         self._factory = factory
         self._sessions: dict[str, Session] = {}
+        # URI as a client spelled it → its normalized key: resolving a path costs a stat of
+        # every component, and most requests name the same few workspaces again and again.
+        self._keys: dict[str, str] = {}
         self.folders: list[str] = []  # the editor's workspace folders, in its order
 
     def add_folder(self, uri: str) -> Session:
@@ -45,7 +49,11 @@ class Sessions:
         return session
 
     def get(self, uri: str) -> Session:
-        key = normalize(uri)
+        key = self._keys.get(uri)
+        session = self._sessions.get(key) if key is not None else None
+        if session is not None and session.folder.is_dir():
+            return session
+        key = self._keys[uri] = normalize(uri)
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self._factory(key, folder_of(key))
@@ -86,11 +94,15 @@ class Sessions:
                 await session.close()
 
     def kill_all(self) -> None:
-        """Last resort when the loop is gone (client vanished): no kernel outlives us."""
+        """Last resort when the loop is gone (client vanished): no kernel outlives us, nor
+        what it started (kernels lead a process group of their own)."""
         for session in self._sessions.values():
             for pid in session.pids():
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    if os.getpgid(pid) == pid:
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 except OSError as exc:

@@ -95,6 +95,10 @@ class Store:
     def folder(self, workspace: str) -> Path:
         return self.root / self._digest(workspace)
 
+    def spill_dir(self, workspace: str) -> Path:
+        """Where the whole outputs of a workspace's runs go when the model sees them trimmed."""
+        return self.folder(workspace) / "outputs"
+
     def path(self, workspace: str, conversation_id: str) -> Path:
         if not valid_id(conversation_id):
             raise UnknownConversation(f"no conversation {conversation_id!r}")
