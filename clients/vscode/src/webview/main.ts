@@ -274,10 +274,16 @@ function proposal(p: Proposal): void {
     scrollDown();
 }
 
-/** A turn ended: its unanswered proposals can no longer be answered. */
-function expire(turnId: string): void {
+/** A turn ended: its unanswered proposals can no longer be answered; what ran says so. */
+function expire(turnId: string, status: string): void {
+    const ended: Record<string, string> = status === 'stopped'
+        ? { 'running': 'stopped', 'edited, running': 'edited, stopped' }
+        : { 'running': 'ran', 'edited, running': 'ran, edited' };
     for (const box of log.querySelectorAll<HTMLElement>('.oi-proposal')) {
-        if (box.querySelector('.oi-actions') && box.dataset.turnId === turnId) answered(box, 'expired');
+        if (box.dataset.turnId !== turnId) continue;
+        if (box.querySelector('.oi-actions')) answered(box, 'expired');
+        const note = box.querySelector('.oi-note');
+        if (note?.textContent && ended[note.textContent]) note.textContent = ended[note.textContent];
     }
     awaitingRun.delete(turnId);
 }
@@ -292,7 +298,7 @@ function setStatus(status: string): void {
 function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
     if (t.status === 'running') return setStatus(t.kind === 'execute' ? 'running' : 'thinking');
     setStatus('idle');
-    expire(t.turnId);
+    expire(t.turnId, t.status);
     if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
     if (t.status === 'error') showError(t.error ?? 'the turn failed');
     scrollDown();
