@@ -31,6 +31,7 @@ class Streamer:
         self._size = 0
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._line: tuple[str, str] | None = None  # (turn, line number) not sent yet
 
     def content(self, turn_id: str, role: protocol.Role, type_: protocol.ChunkType,
                 format_: str | None, text: str) -> None:
@@ -60,6 +61,17 @@ class Streamer:
         self._emit(key, content=content)
         self._emit(key, end=True)
 
+    def line(self, turn_id: str, number: str) -> None:
+        """The line a run executes now: not a block (the open one stays open); coalesced like
+        content, and only the latest line of a flush interval is sent."""
+        self._line = (turn_id, number)
+        now = time.monotonic()
+        if now - self._last >= INTERVAL:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(
+                INTERVAL - (now - self._last), self.flush)
+
     def status(self, turn_id: str, state: str, text: str | None = None) -> None:
         """What the session is doing; not a block, so it leaves the open block open."""
         self.flush()
@@ -82,6 +94,10 @@ class Streamer:
             self._size = 0
             self._last = time.monotonic()  # only content counts toward the rate limit
             self._emit(self._open, content=text)
+        if self._line is not None:
+            (turn_id, number), self._line = self._line, None
+            self._last = time.monotonic()
+            self._emit((turn_id, "computer", "console", "active_line"), content=number)
 
     def _emit(self, key: Key, *, content: str | None = None, start: bool = False,
               end: bool = False) -> None:

@@ -21,6 +21,7 @@ RESET = "oi/reset"
 HISTORY = "oi/history"
 CONFIGURE = "oi/configure"
 LANGUAGES = "oi/languages"
+MODELS = "oi/models"
 
 STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
@@ -51,6 +52,7 @@ ChunkType = Literal["message", "code", "console", "image", "confirmation", "stat
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
 Decision = Literal["run", "skip", "edit"]
+RiskLevel = Literal["low", "medium", "high"]
 
 
 class Position(Wire):
@@ -189,6 +191,13 @@ class StreamChunk(Wire):
     end: bool | None = None
 
 
+class Risk(Wire):
+    """What the static risk check (and safe mode's semgrep scan) found in proposed code."""
+
+    level: RiskLevel = "low"
+    reasons: list[str] = Field(default_factory=list)
+
+
 class Proposal(Wire):
     turn_id: str
     workspace: str
@@ -196,6 +205,7 @@ class Proposal(Wire):
     language: str
     code: str
     auto_run: bool
+    risk: Risk = Field(default_factory=Risk)
 
 
 class TurnEvent(Wire):

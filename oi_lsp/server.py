@@ -67,7 +67,8 @@ class OIServer(LanguageServer):
         box: asyncio.Future[Any] = asyncio.ensure_future(self.window_show_message_request_async(
             types.ShowMessageRequestParams(
                 type=types.MessageType.Info,
-                message=f"Run this {proposal.language} code?\n\n{proposal.code}",
+                message=f"Run this {proposal.language} code?{_risk_note(proposal)}\n\n"
+                        f"{proposal.code}",
                 actions=[types.MessageActionItem("Run"), types.MessageActionItem("Skip")])))
         try:
             await asyncio.wait([box, answer], return_when=asyncio.FIRST_COMPLETED)
@@ -102,6 +103,13 @@ class OIServer(LanguageServer):
 
 
 SERVER = OIServer()
+
+
+def _risk_note(proposal: Proposal) -> str:
+    """The risk check's verdict, for clients that show the proposal as a message box."""
+    if proposal.risk.level == "low" and not proposal.risk.reasons:
+        return ""
+    return f" Risk: {proposal.risk.level} ({'; '.join(proposal.risk.reasons)})"
 
 
 def _session(ls: OIServer, params: WorkspaceParams | ApproveParams,

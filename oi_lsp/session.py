@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import protocol
+from . import protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -23,6 +23,7 @@ from .protocol import (
     Message,
     Output,
     Proposal,
+    Risk,
     TurnEvent,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
@@ -69,6 +70,7 @@ class Session:
         self._runs: set[asyncio.Task[RunResult]] = set()
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
+        self._told_semgrep_missing = False
 
     # Settings ----------------------------------------------------------------------------
 
@@ -108,6 +110,9 @@ class Session:
         """Run code in this workspace's REPL for `language`, streaming its output."""
 
         def emit(chunk: Chunk) -> None:
+            if chunk.format == "active_line":  # for the client's highlight only
+                self.streamer.line(turn_id, chunk.content)
+                return
             chunks.append(chunk)
             if chunk.type == "console":
                 self.streamer.content(turn_id, "computer", "console", chunk.format,
@@ -118,6 +123,7 @@ class Session:
         self.streamer.status(turn_id, "running")
         try:
             executor = self._executor(registry.canonical(language))
+            executor.active_line = self.settings().active_line
             return await executor.execute(code, emit, timeout)
         except registry.UnknownLanguage as exc:
             emit(Chunk("console", "output", f"{exc}\n"))
@@ -163,7 +169,7 @@ class Session:
         turn_id = new_id()
         settings = self.settings()
         turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                    lambda lang, code, auto: self._ask(turn_id, lang, code, auto),
+                    lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
                     registry.runnable(), on_text=self.link.show_text)
@@ -182,19 +188,40 @@ class Session:
         self._event(turn_id, "chat", outcome.status, outcome.error)
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
 
-    async def _ask(self, turn_id: str, language: str, code: str, auto_run: bool) -> Answer:
+    async def _ask(self, turn_id: str, settings: Settings, language: str, code: str,
+                   auto_run: bool) -> Answer:
+        found = await self._risk(settings, language, code)
+        if found.level == "high" or settings.safe_mode == "ask":
+            auto_run = False  # high risk code, and safe mode `ask`, always wait for the user
         if auto_run:
             self.link.send(protocol.PROPOSAL, Proposal(
                 turn_id=turn_id, workspace=self.workspace, proposal_id=f"auto-{new_id()}",
-                language=language, code=code, auto_run=True).wire())
+                language=language, code=code, auto_run=True, risk=found).wire())
             return Answer("run")
         proposal_id, future = self.approvals.open(self.workspace)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
-                            language=language, code=code, auto_run=False)
+                            language=language, code=code, auto_run=False, risk=found)
         try:
             return await self.link.ask(proposal, future)
         finally:
             future.cancel()  # answered or not, the id is used up
+
+    async def _risk(self, settings: Settings, language: str, code: str) -> Risk:
+        """The static check, plus semgrep's findings in safe mode (flagged code is high risk
+        in `auto`, so it runs only when the user approves it)."""
+        found = await asyncio.to_thread(risk.assess, code, self.folder,
+                                        bool(settings.restrict_to_workspace))
+        if settings.safe_mode == "off":
+            return found
+        findings = await risk.semgrep_scan(code, language.strip().lower())
+        if findings is None:
+            risk.raise_to(found, "low", risk.SEMGREP_MISSING)
+            if not self._told_semgrep_missing:
+                self._told_semgrep_missing = True
+                self.link.show_text(risk.SEMGREP_MISSING, error=True)
+        for finding in findings or ():
+            risk.raise_to(found, "high" if settings.safe_mode == "auto" else "medium", finding)
+        return found
 
     async def execute(self, params: ExecuteParams) -> ExecuteResult:
         turn_id = new_id()

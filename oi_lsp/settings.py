@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -43,6 +43,7 @@ class Settings(BaseModel):
     system_message: str | None = None
     max_output: int = Field(default=2800, gt=0)
     execution_timeout: float | None = Field(default=None, gt=0)
+    active_line: bool = False  # stream which line runs (Python, bash); see executors/active_line
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
     kernel_name: str = "python3"
@@ -50,6 +51,9 @@ class Settings(BaseModel):
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
+    # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
+    safe_mode: Literal["off", "ask", "auto"] = "off"
+    restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
@@ -57,6 +61,8 @@ class Settings(BaseModel):
         # workspace does not auto-run; the effective value says so to every reader.
         if not self.trusted:
             self.auto_run = False
+        if self.restrict_to_workspace is None:
+            self.restrict_to_workspace = not self.trusted
         return self
 
     def public(self) -> dict[str, Any]:

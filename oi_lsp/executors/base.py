@@ -49,6 +49,9 @@ class Executor(ABC):
     """
 
     language: str
+    # Set by the session before a run (setting activeLine): executors that can tell which line
+    # runs (Python kernels, bash) then emit `console`/`active_line` chunks; others ignore it.
+    active_line: bool = False
 
     @abstractmethod
     async def start(self) -> None: ...

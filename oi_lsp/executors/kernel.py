@@ -10,6 +10,7 @@ from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
+from . import active_line
 from .base import Chunk, Emit, Executor, RunResult
 from .jupyter import Cell, settle
 
@@ -32,6 +33,8 @@ class KernelExecutor(Executor):
         self._readers: list[asyncio.Task[None]] = []
         self._routes: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = {}
         self._lock = asyncio.Lock()
+        self._line_token = active_line.new_token()
+        self._line_on = False  # whether the kernel reports active lines now
 
     # Lifecycle -----------------------------------------------------------------------------
 
@@ -90,6 +93,7 @@ class KernelExecutor(Executor):
             await self._km.restart_kernel(now=True)
             await self._kc.wait_for_ready(timeout=60)
         finally:
+            self._line_on = False
             self._start_readers()
 
     async def shutdown(self) -> None:
@@ -121,6 +125,11 @@ class KernelExecutor(Executor):
                 await self.restart()
                 emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
                            "earlier variables are gone]\n"))
+            if self.language == "python" and self.active_line != self._line_on:
+                await self._silent(active_line.python_setup(self.active_line, self._line_token))
+                self._line_on = self.active_line
+            if self._line_on:
+                emit = active_line.LineFilter(emit, self._line_token)
             cell = Cell()
             msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
             self._routes[msg_id] = cell.queue
@@ -131,6 +140,22 @@ class KernelExecutor(Executor):
                 raise
             finally:
                 del self._routes[msg_id]
+                if isinstance(emit, active_line.LineFilter):
+                    emit.flush()
+
+    async def _silent(self, code: str) -> None:
+        """Run housekeeping code that is no cell of the user's: no output, no history."""
+        cell = Cell()
+        msg_id = self._kc.execute(code, silent=True, store_history=False, allow_stdin=False)
+        self._routes[msg_id] = cell.queue
+        try:
+            async with asyncio.timeout(30):
+                while not cell.done:
+                    await cell.next()
+        finally:
+            del self._routes[msg_id]
+        if cell.reply is not None and cell.reply.get("status") != "ok":
+            log.warning("kernel setup code failed: %s", cell.reply.get("evalue"))
 
     async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
         while not cell.done:

@@ -14,6 +14,9 @@ function M.on_proposal(root, p)
   chat.gap(root)
   chat.put(root, chat.fence(p.language, p.code))
   chat.shown(root, p.code)
+  if p.risk and p.risk.level ~= "low" then -- the server's risk check: always shown
+    chat.put(root, ("**risk: %s** (%s)"):format(p.risk.level, table.concat(p.risk.reasons, "; ")))
+  end
   if p.autoRun then
     chat.put(root, "_(auto-run)_")
     return

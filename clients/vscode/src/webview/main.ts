@@ -25,7 +25,8 @@ interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
 
 type Chunk = { turnId?: string; role?: string; type?: string; format?: string; content?: string; start?: boolean; end?: boolean };
-type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean };
+type Risk = { level: 'low' | 'medium' | 'high'; reasons: string[] };
+type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk };
 type Message = { role: string; type: string; format?: string; content: string; turnId?: string };
 
 const vscode = acquireVsCodeApi();
@@ -176,8 +177,25 @@ function openBlock(c: Chunk): Block {
     return { kind: c.type ?? 'unknown', node: el('div'), text: '' };
 }
 
+/** The line of the running code that executes now (setting activeLine): shown in its head. */
+function activeLine(line: string | undefined): void {
+    const head = lastCode?.querySelector('.oi-code-head');
+    if (!head) return;
+    let mark = head.querySelector<HTMLElement>('.oi-active-line');
+    if (!mark) {
+        mark = el('span', 'oi-active-line');
+        head.append(mark);
+    }
+    mark.textContent = line ? `line ${line}` : '';
+}
+
 function stream(c: Chunk): void {
-    if (c.type === 'status') return setStatus(c.format ?? 'idle');
+    if (c.type === 'status') {
+        if (c.format === 'idle') log.querySelectorAll('.oi-active-line').forEach((m) => m.remove());
+        return setStatus(c.format ?? 'idle');
+    }
+    // Not a block and not output: never joins the open console block.
+    if (c.type === 'console' && c.format === 'active_line') return activeLine(c.content);
     const k = key(c);
     if (c.start) {
         open.set(k, openBlock(c));
@@ -229,6 +247,10 @@ function proposal(p: Proposal): void {
     const box = codeBlock(p.language, p.code, 'oi-proposal');
     box.dataset.proposalId = p.proposalId;
     box.dataset.turnId = p.turnId;
+    if (p.risk && p.risk.level !== 'low') { // the server's risk check: always shown
+        box.append(el('div', `oi-risk oi-risk-${p.risk.level}`,
+            `Risk: ${p.risk.level} (${p.risk.reasons.join('; ')})`));
+    }
     if (p.autoRun) {
         answered(box, 'auto-run');
         awaitingRun.set(p.turnId, box);
