@@ -13,6 +13,7 @@ export function folders(): Folder[] {
 
 export class ChatView implements vscode.WebviewViewProvider {
     private view: vscode.WebviewView | undefined;
+    private refreshing: Promise<void> = Promise.resolve();
     readonly router = new Router(folders());
 
     constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server) {
@@ -50,8 +51,17 @@ export class ChatView implements vscode.WebviewViewProvider {
         });
     }
 
-    /** The header, then the current folder's conversation from the server (oi/history). */
-    async refresh(): Promise<void> {
+    /**
+     * The header, then the current folder's conversation from the server (oi/history). A chat
+     * sent meanwhile waits for it, so the history never replaces what the user just sent.
+     */
+    refresh(): Promise<void> {
+        const previous = this.refreshing;
+        this.refreshing = previous.then(() => this.loadHistory());
+        return this.refreshing;
+    }
+
+    private async loadHistory(): Promise<void> {
         this.updateHeader();
         try {
             const history = await this.server.request<{ workspace: string; messages: unknown[] }>(
@@ -66,6 +76,7 @@ export class ChatView implements vscode.WebviewViewProvider {
 
     /** Sends a chat turn. Its end (and error) arrives as oi/turn; a refused request shows here. */
     async chat(params: Record<string, unknown>, shown: string): Promise<void> {
+        await this.refreshing;
         this.post({ type: 'user', text: shown });
         try {
             await this.server.request('oi/chat', params);
