@@ -21,11 +21,14 @@ class Preset:
 
 
 _PRESETS = (
-    Preset("ollama", "http://localhost:11434", "ollama/", "/api/tags"),
+    # ollama_chat: litellm's client of Ollama's /api/chat, which takes tool calls.
+    Preset("ollama", "http://localhost:11434", "ollama_chat/", "/api/tags"),
     Preset("lmstudio", "http://localhost:1234/v1", "openai/", "/models"),
     Preset("llamafile", "http://localhost:8080/v1", "openai/", "/models"),
     Preset("jan", "http://localhost:1337/v1", "openai/", "/models"),
 )
+
+_PROVIDERS = ("ollama", "ollama_chat", "openai")  # a model already naming one keeps it
 
 # Open Interpreter's small-context defaults for local models.
 LOCAL_CONTEXT_WINDOW = 3000
@@ -62,7 +65,7 @@ def apply_preset(values: dict[str, Any]) -> dict[str, Any]:
     if preset is not None:
         out.setdefault("api_base", preset.url)
         model = out.get("model")
-        if isinstance(model, str) and not model.startswith(preset.prefix):
+        if isinstance(model, str) and model.split("/", 1)[0] not in _PROVIDERS:
             out["model"] = preset.prefix + model
     if is_local(out.get("model"), out.get("api_base")):
         out.setdefault("context_window", LOCAL_CONTEXT_WINDOW)
@@ -74,7 +77,8 @@ async def probe(timeout: float = PROBE_TIMEOUT) -> list[dict[str, Any]]:
     """Ask every preset at once which models it serves; a silent one costs `timeout` at most."""
     import httpx  # litellm's HTTP client; loaded only when probing
 
-    async with httpx.AsyncClient(timeout=timeout) as http:
+    # trust_env=False: a proxy from the environment must not see (or break) localhost calls.
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
         return list(await asyncio.gather(*(_probe_one(http, p, timeout)
                                            for p in presets().values())))
 
@@ -88,6 +92,9 @@ async def _probe_one(http: Any, preset: Preset, timeout: float) -> dict[str, Any
         data = response.json()
     except Exception as exc:
         entry["error"] = f"{type(exc).__name__}: {exc}".strip().rstrip(":")[:200]
+        return entry
+    if not isinstance(data, dict):
+        entry["error"] = "the answer was not a model list"
         return entry
     items = data.get("models") if preset.name == "ollama" else data.get("data")
     names = [str(m.get("name") or m.get("id")) for m in items or () if isinstance(m, dict)]

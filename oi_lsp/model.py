@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from . import local
 from .settings import Settings
 
 SYSTEM_MESSAGE = """\
@@ -90,6 +91,9 @@ def _import_litellm() -> ModuleType:
         sys.stdout = real_stdout
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # Load the tokenizer now, off the first turn (context trimming counts every call).
+    with contextlib.suppress(Exception):
+        litellm.token_counter(model="gpt-4o-mini", text="warm up")
     return litellm
 
 
@@ -99,6 +103,13 @@ def warm_up() -> asyncio.Future[ModuleType]:
     if _loading is None:
         _loading = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
     return _loading
+
+
+def loaded() -> ModuleType | None:
+    """litellm, once warm_up() has loaded it."""
+    if _loading is None or not _loading.done() or _loading.cancelled() or _loading.exception():
+        return None
+    return _loading.result()
 
 
 # Streaming -------------------------------------------------------------------------------------
@@ -116,6 +127,10 @@ def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[
         args["api_base"] = settings.api_base
     if settings.api_key is not None:
         args["api_key"] = settings.api_key.get_secret_value()
+    elif local.is_local(settings.model, settings.api_base):
+        # A local server wants no key, but litellm's OpenAI client insists on one; never send
+        # the user's real OPENAI_API_KEY to it.
+        args["api_key"] = "local"
     if settings.temperature is not None:
         args["temperature"] = settings.temperature
     if settings.max_tokens is not None:

@@ -1,56 +1,47 @@
 """YAML profiles (as in Open Interpreter): a user profile chosen by name, and a workspace's
-own `.oi/profile.yaml` (trusted workspaces only), turned into settings layers."""
+own `.oi/profile.yaml` (trusted workspaces only), turned into settings layers.
+
+A profile may set any setting (snake_case or camelCase) and Open Interpreter's own keys: an
+`llm:` block, `custom_instructions`, `version`. Keys of Open Interpreter that mean nothing here
+(`offline`, `computer`, ...) are ignored with a warning; any other key is an error naming it.
+Reading files is blocking: callers run `layers` in a thread.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from .settings import SettingsError
+from .settings import Settings, SettingsError, field_name
+
+log = logging.getLogger(__name__)
 
 WORKSPACE_PROFILE = Path(".oi") / "profile.yaml"
+# Open Interpreter profile keys with no meaning in oi-lsp: accepted, ignored.
+_IGNORED = {"version", "offline", "verbose", "os", "computer", "disable_telemetry",
+            "anonymous_telemetry", "multi_line", "speak_messages", "plain_text_display",
+            "highlight_active_line", "import_computer_api", "skills_path", "import_skills",
+            "in_terminal_interface", "conversation_history", "conversation_filename",
+            "shrink_images", "sync_computer", "display_markdown_messages", "messages"}
+# OI's `llm:` block: its keys, and the setting each one is.
+_LLM = {"model": "model", "api_base": "api_base", "api_key": "api_key",
+        "temperature": "temperature", "context_window": "context_window",
+        "max_tokens": "max_tokens", "supports_functions": "tool_calls",
+        "max_output": "max_output", "execution_instructions": None, "supports_vision": None,
+        "api_version": None}
+# Settings a profile may not set: the editor's trust, and the choice of profile itself.
+_FORBIDDEN = {"trusted", "profile"}
 
 
 class ProfileError(SettingsError):
     """A profile that is missing, not YAML, or has a bad key; the message names the key."""
-
-
-class _LLM(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = None
-    api_base: str | None = None
-    context_window: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-
-
-class Profile(_LLM):
-    """The keys a profile may set. Open Interpreter's nested `llm:` block works too."""
-
-    llm: _LLM | None = None
-    auto_run: bool | None = None
-    system_message: str | None = None
-    custom_instructions: str | None = None
-    safe_mode: Literal["off", "ask", "auto"] | None = None
-    loop: bool | None = None
-    max_budget: float | None = Field(default=None, gt=0)
-
-    def layer(self) -> dict[str, Any]:
-        """The settings this profile sets (snake_case names, unset keys left out)."""
-        data = self.model_dump(exclude_none=True, exclude={"llm", "custom_instructions"})
-        if self.llm is not None:
-            data.update(self.llm.model_dump(exclude_none=True))
-        if self.custom_instructions:
-            data["system_message"] = "\n\n".join(
-                p for p in (self.system_message, self.custom_instructions) if p)
-        return data
 
 
 def config_dir() -> Path:
@@ -58,31 +49,75 @@ def config_dir() -> Path:
     return Path(os.environ.get("OI_LSP_CONFIG_DIR") or platformdirs.user_config_dir("oi-lsp"))
 
 
+def profiles_dir() -> Path:
+    return config_dir() / "profiles"
+
+
 def user_profile_path(name: str) -> Path:
     if not re.fullmatch(r"[\w.-]+", name) or name.startswith("."):
         raise ProfileError(f"setting 'profile': {name!r} is not a profile name")
-    folder = config_dir() / "profiles"
+    folder = profiles_dir()
     for suffix in (".yaml", ".yml"):
         if (folder / f"{name}{suffix}").is_file():
             return folder / f"{name}{suffix}"
-    raise ProfileError(f"setting 'profile': no profile {name!r} in {folder}")
+    raise ProfileError(f"setting 'profile': no profile {name!r} in {folder} "
+                       f"(expected {folder / (name + '.yaml')})")
 
 
 def load(path: Path) -> dict[str, Any]:
     """One profile file as a settings layer; ProfileError names the file and the bad key."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ProfileError(f"profile {path}: cannot read it: {exc}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
         raise ProfileError(f"profile {path}: expected a mapping of keys to values")
-    data.pop("version", None)  # Open Interpreter profiles carry one
     try:
-        return Profile.model_validate(data).layer()
-    except ValidationError as exc:
-        problems = [f"key {'.'.join(str(p) for p in e['loc'])!r}: {e['msg']}"
-                    for e in exc.errors()]
-        raise ProfileError(f"profile {path}: " + "; ".join(problems)) from None
+        return _layer(data)
+    except ProfileError as exc:
+        raise ProfileError(f"profile {path}: {exc}") from None
+
+
+def _layer(data: dict[Any, Any]) -> dict[str, Any]:
+    entries: list[tuple[str, str, Any]] = []  # (key as written, setting name, value)
+    instructions: str | None = None
+    for key, value in data.items():
+        key = str(key)
+        if key == "llm":
+            if not isinstance(value, dict):
+                raise ProfileError("key 'llm': expected a mapping")
+            for sub, sub_value in value.items():
+                if str(sub) not in _LLM:
+                    raise ProfileError(f"key 'llm.{sub}': unknown key")
+                if (name := _LLM[str(sub)]) is not None:
+                    entries.append((f"llm.{sub}", name, sub_value))
+        elif key == "custom_instructions":
+            if not isinstance(value, str):
+                raise ProfileError(f"key {key!r}: expected a string")
+            instructions = value
+        elif key in _IGNORED:
+            log.warning("profile key %r has no meaning in oi-lsp; ignored", key)
+        elif (name := field_name(key)) is None or name in _FORBIDDEN:
+            raise ProfileError(f"key {key!r}: " + ("not allowed in a profile"
+                                                   if name in _FORBIDDEN else "unknown key"))
+        else:
+            entries.append((key, name, value))
+    layer: dict[str, Any] = {}
+    for written, name, value in entries:
+        try:
+            Settings.model_validate({name: value})
+        except ValidationError as exc:
+            secret = name in ("api_key", "kernel_gateway")  # never echo a key's value
+            msg = "invalid value" if secret else exc.errors()[0]["msg"]
+            raise ProfileError(f"key {written!r}: {msg}") from None
+        layer[name] = value
+    if instructions:
+        # OI's custom instructions add to the system message, as in Open Interpreter.
+        layer["system_message"] = "\n\n".join(
+            p for p in (layer.get("system_message"), instructions) if p)
+    return layer
 
 
 def layers(name: str | None, folder: Path, trusted: bool) -> list[dict[str, Any]]:
@@ -93,3 +128,12 @@ def layers(name: str | None, folder: Path, trusted: bool) -> list[dict[str, Any]
     if trusted and (folder / WORKSPACE_PROFILE).is_file():
         out.append(load(folder / WORKSPACE_PROFILE))
     return out
+
+
+def available() -> list[str]:
+    """The names of the user's profiles."""
+    folder = profiles_dir()
+    if not folder.is_dir():
+        return []
+    return sorted({p.stem for p in folder.iterdir()
+                   if p.suffix in (".yaml", ".yml") and not p.name.startswith(".")})

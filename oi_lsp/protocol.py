@@ -177,6 +177,22 @@ class LanguagesResult(Wire):
     languages: list[LanguageInfo]
 
 
+class LocalServer(Wire):
+    """One local model server preset, as oi/models found it."""
+
+    name: str
+    url: str
+    up: bool
+    models: list[str]
+    error: str | None = None
+
+
+class ModelsResult(Wire):
+    local: list[LocalServer]
+    model: str | None = None  # the workspace's effective model
+    profiles: list[str] = []  # the user's profiles, for `profile`
+
+
 # Notifications ---------------------------------------------------------------------------------
 
 
@@ -208,12 +224,23 @@ class Proposal(Wire):
     risk: Risk = Field(default_factory=Risk)
 
 
+class Usage(Wire):
+    """Tokens a turn's model calls used (litellm's counter) and their price (its cost map)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+    cost: float | None = None  # USD for this turn; omitted when litellm knows no price
+    session_cost: float | None = None  # USD since the session opened in this server
+
+
 class TurnEvent(Wire):
     turn_id: str
     workspace: str
     kind: Literal["chat", "execute"]
     status: Literal["running", "done", "stopped", "error"]
     error: str | None = None
+    usage: Usage | None = None  # on the end of a chat turn
 
 
 # Validation ------------------------------------------------------------------------------------

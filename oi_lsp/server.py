@@ -12,7 +12,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from . import __version__, model, protocol
+from . import __version__, local, model, profiles, protocol
 from .approval import Answer, Approvals, UnknownProposal
 from .executors import registry
 from .jsonrpc import raw_params_converter
@@ -25,6 +25,8 @@ from .protocol import (
     HistoryResult,
     InvalidParams,
     LanguagesResult,
+    LocalServer,
+    ModelsResult,
     OkResult,
     Proposal,
     StopResult,
@@ -192,6 +194,8 @@ async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
         return (await session.chat(p)).wire()
     except Busy as exc:
         raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
+    except SettingsError as exc:  # a profile that cannot be read or has a bad key
+        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
 
 
 @SERVER.feature(protocol.APPROVE)
@@ -234,11 +238,11 @@ def history(ls: OIServer, params: Any) -> dict[str, Any]:
 
 
 @SERVER.feature(protocol.CONFIGURE)
-def configure(ls: OIServer, params: Any) -> dict[str, Any]:
+async def configure(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ConfigureParams, params)
     session = _session(ls, p)
     try:
-        settings, unknown = session.configure(dict(p.model_extra or {}))
+        settings, unknown = await session.configure(dict(p.model_extra or {}))
     except SettingsError as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
     return ConfigureResult(settings=settings.public(),
@@ -250,6 +254,15 @@ def languages(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(WorkspaceParams, params)
     settings = _session(ls, p).settings()
     return LanguagesResult(languages=registry.describe(settings.kernel_name, settings)).wire()
+
+
+@SERVER.feature(protocol.MODELS)
+async def models(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    session = _session(ls, p)
+    servers, names = await asyncio.gather(local.probe(), asyncio.to_thread(profiles.available))
+    return ModelsResult(local=[LocalServer.model_validate(s) for s in servers],
+                        model=session.settings().model, profiles=names).wire()
 
 
 @SERVER.command(protocol.CHAT_COMMAND)

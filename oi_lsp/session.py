@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import protocol, risk
+from . import context, profiles, protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
@@ -25,6 +25,7 @@ from .protocol import (
     Proposal,
     Risk,
     TurnEvent,
+    Usage,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
 from .store import Store
@@ -61,6 +62,7 @@ class Session:
         self.store = store
         self.base_layers = base_layers
         self.overrides: dict[str, Any] = {}
+        self.profile_layers: list[dict[str, Any]] = []  # user profile, then .oi/profile.yaml
         self.messages, notice = store.load(workspace)
         if notice:
             link.show_text(notice, error=True)
@@ -71,22 +73,35 @@ class Session:
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
         self._told_semgrep_missing = False
+        self.spent = context.Usage()  # model usage since the session opened (for maxBudget)
 
     # Settings ----------------------------------------------------------------------------
 
     def settings(self) -> Settings:
-        return combine(*self.base_layers(), self.overrides)
+        return combine(*self.base_layers(), *self.profile_layers, self.overrides)
 
-    def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
+    def _read_profiles(self, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+        """The profile layers these overrides select (blocking: YAML files)."""
+        base = combine(*self.base_layers(), overrides)
+        return profiles.layers(base.profile, self.folder, base.trusted)
+
+    async def load_profiles(self) -> None:
+        """Read the selected profile and the workspace's own again (they may have changed);
+        raises ProfileError naming the file and the key, and keeps the old layers then."""
+        self.profile_layers = await asyncio.to_thread(self._read_profiles, self.overrides)
+
+    async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         """Apply settings to this workspace only; raises SettingsError and changes nothing
-        when a value has the wrong type."""
+        when a value has the wrong type or the profile it selects is bad."""
         known, unknown = split_known(values)
         if "trusted" in known:
             raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)
         candidate = {**self.overrides, **known}
-        combine(*self.base_layers(), candidate)  # the merged result must be valid too
+        layers = await asyncio.to_thread(self._read_profiles, candidate)
+        combine(*self.base_layers(), *layers, candidate)  # the merged result must be valid too
         self.overrides = candidate
+        self.profile_layers = layers
         return self.settings(), unknown
 
     # REPLs -------------------------------------------------------------------------------
@@ -166,13 +181,14 @@ class Session:
     async def chat(self, params: ChatParams) -> ChatResult:
         if self._turn is not None and not self._turn.done():
             raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+        await self.load_profiles()
         turn_id = new_id()
         settings = self.settings()
         turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
                     lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text)
+                    registry.runnable(), on_text=self.link.show_text, spent=self.spent)
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
         try:
@@ -185,7 +201,10 @@ class Session:
             self.streamer.status(turn_id, "idle")
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
-        self._event(turn_id, "chat", outcome.status, outcome.error)
+        if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
+            self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
+                                f"{settings.model!r}", error=True)
+        self._event(turn_id, "chat", outcome.status, outcome.error, self._usage(turn.usage))
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
 
     async def _ask(self, turn_id: str, settings: Settings, language: str, code: str,
@@ -269,9 +288,15 @@ class Session:
     def pids(self) -> list[int]:
         return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
 
-    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None) -> None:
+    def _usage(self, used: context.Usage) -> Usage:
+        return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
+                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost)
+
+    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
+               usage: Usage | None = None) -> None:
         self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.workspace,
-                                                kind=kind, status=status, error=error).wire())
+                                                kind=kind, status=status, error=error,
+                                                usage=usage).wire())
 
 
 async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:

@@ -10,7 +10,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from . import local
+
 log = logging.getLogger(__name__)
+
+
+# Open Interpreter's loop mode: the prompt that keeps the model going, and the phrases that end it.
+LOOP_MESSAGE = (
+    "Proceed. You CAN run code on my machine. If the entire task I asked for is done, say "
+    "exactly 'The task is done.' If you need some specific information (like username or "
+    "password) say EXACTLY 'Please provide more information.' If it's impossible, say 'The "
+    "task is impossible.' (If I haven't provided a task, say exactly 'Let me know what you'd "
+    "like to do next.') Otherwise keep going.")
+LOOP_BREAKERS = ["The task is done.", "The task is impossible.",
+                 "Let me know what you'd like to do next.", "Please provide more information."]
 
 
 class KernelGateway(BaseModel):
@@ -54,6 +67,12 @@ class Settings(BaseModel):
     # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
     safe_mode: Literal["off", "ask", "auto"] = "off"
     restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
+    max_budget: float | None = Field(default=None, gt=0)  # USD per session
+    loop: bool = False  # keep prompting the model until it says a loop breaker
+    loop_message: str = Field(default=LOOP_MESSAGE, min_length=1)
+    loop_breakers: list[str] = Field(default_factory=lambda: list(LOOP_BREAKERS))
+    profile: str | None = None  # a YAML profile in the user config folder (profiles.py)
+    local: Literal["ollama", "lmstudio", "llamafile", "jan"] | None = None  # local.py's presets
 
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
@@ -125,13 +144,19 @@ def check(layer: Mapping[str, Any]) -> None:
         raise SettingsError("; ".join(problems)) from None
 
 
+def field_name(key: str) -> str | None:
+    """The snake_case name of a setting given either spelling, or None when there is none."""
+    return _FIELDS.get(key) or (key if key in _KNOWN else None)
+
+
 def combine(*layers: Mapping[str, Any]) -> Settings:
-    """Later layers win key by key; each layer must already have passed check()."""
+    """Later layers win key by key; each layer must already have passed check(). A local
+    preset then fills in its URL and the small-context defaults where nothing set them."""
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
             merged[_FIELDS.get(key, key)] = value
-    return Settings.model_validate(merged)
+    return Settings.model_validate(local.apply_preset(merged))
 
 
 def client_section(raw: Any) -> dict[str, Any]:

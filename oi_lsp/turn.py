@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import model
+from . import context, model
 from .approval import Answer
 from .executors.base import Chunk, RunResult
 from .notify import Streamer
@@ -39,7 +39,8 @@ class Turn:
     def __init__(self, turn_id: str, settings: Settings, messages: list[Message],
                  record: Callable[[Message], None], streamer: Streamer, ask: Ask,
                  run_code: RunCode, runnable: set[str],
-                 on_text: Callable[[str], None] | None = None) -> None:
+                 on_text: Callable[[str], None] | None = None,
+                 spent: context.Usage | None = None) -> None:
         self.turn_id = turn_id
         self.settings = settings
         self.messages = messages  # the session's conversation; read, appended via record
@@ -50,6 +51,8 @@ class Turn:
         self.runnable = runnable
         self.on_text = on_text
         self.steps = 0
+        self.usage = context.Usage()  # this turn's model calls
+        self.spent = spent if spent is not None else context.Usage()  # the session's
 
     def _say(self, role: Any, type_: Any, content: str, format_: str | None = None,
              tool_call_id: str | None = None) -> None:
@@ -59,12 +62,14 @@ class Turn:
     async def run(self, text: str, context: ChatContext | None) -> Outcome:
         self._say("user", "message", with_context(text, context))
         while True:
+            over = self._over_budget()
+            if over:
+                return Outcome("error", over)
             reply = model.Reply()
             self.streamer.status(self.turn_id, "thinking")
+            sent = await self._fitted()
             try:
-                async for delta in model.stream(self.settings,
-                                                to_model_messages(self.messages, self.settings),
-                                                reply):
+                async for delta in model.stream(self.settings, sent, reply):
                     self.streamer.content(self.turn_id, "assistant", "message", None, delta)
             finally:
                 self.streamer.close()
@@ -72,15 +77,58 @@ class Turn:
                     self._say("assistant", "message", reply.text)
                     if self.on_text is not None:
                         self.on_text(reply.text)
+                await self._account(sent, reply)
             proposals = self._proposals(reply)
             if not proposals:
-                return Outcome("done")
+                if not self._loops_on(reply.text):
+                    return Outcome("done")
+                if self.steps >= self.settings.max_steps:
+                    return self._too_many_steps()
+                self.steps += 1
+                # Loop mode: answer for the user, as Open Interpreter's --loop does.
+                self._say("user", "message", self.settings.loop_message)
+                self.streamer.whole(self.turn_id, "user", "message", None,
+                                    self.settings.loop_message)
+                continue
             for language, code, call_id in proposals:
                 if self.steps >= self.settings.max_steps:
-                    return Outcome("error", f"stopped after {self.settings.max_steps} code runs "
-                                   "in one turn (maxSteps); send a message to go on")
+                    return self._too_many_steps()
                 self.steps += 1
                 await self._propose(language, code, call_id)
+
+    def _loops_on(self, text: str) -> bool:
+        """Loop mode goes on after a reply without code until it says a loop breaker."""
+        return self.settings.loop and not any(
+            breaker in text for breaker in self.settings.loop_breakers)
+
+    def _too_many_steps(self) -> Outcome:
+        return Outcome("error", f"stopped after {self.settings.max_steps} steps (code runs and "
+                       "loop prompts) in one turn (maxSteps); send a message to go on")
+
+    async def _fitted(self) -> list[dict[str, Any]]:
+        """The conversation for the model, trimmed to its context window."""
+        messages = to_model_messages(self.messages, self.settings)
+        if not self.settings.model:
+            return messages  # model.stream says what to configure
+        litellm = await model.warm_up()
+        return await asyncio.to_thread(context.fit, litellm, self.settings, messages)
+
+    async def _account(self, sent: list[dict[str, Any]], reply: model.Reply) -> None:
+        """Count the call's tokens and price them (estimates, with litellm's tables)."""
+        litellm = model.loaded()
+        if litellm is None or not (reply.text or reply.tool_calls or reply.finish_reason):
+            return  # no call was made, or it failed before answering
+        text = reply.text + "".join(call.arguments for call in reply.tool_calls)
+        used = await asyncio.to_thread(context.measure, litellm, self.settings, sent, text)
+        self.usage.add(used)
+        self.spent.add(used)
+
+    def _over_budget(self) -> str | None:
+        limit = self.settings.max_budget
+        if limit is None or self.spent.cost is None or self.spent.cost < limit:
+            return None
+        return (f"stopped: this session has spent about ${self.spent.cost:.4f} on the model, "
+                f"which reaches its maxBudget of ${limit:g}; raise maxBudget to go on")
 
     def _proposals(self, reply: model.Reply) -> list[tuple[str, str, str | None]]:
         """(language, code, tool call id) of each run the model asks for, in order."""
@@ -195,7 +243,7 @@ def to_model_messages(messages: list[Message], settings: Settings) -> list[dict[
             if ran is not None and ran.content != code.content:
                 result = (f"The user edited the code before running it. This ran instead:\n"
                           f"```{ran.format or ''}\n{ran.content}\n```\nOutput:\n{result}")
-        if code.tool_call_id:
+        if code.tool_call_id and settings.tool_calls:
             out.append({"role": "tool", "tool_call_id": code.tool_call_id, "content": result})
         else:
             out.append({"role": "user", "content": f"Output of the {code.format} code:\n{result}"})
@@ -212,7 +260,15 @@ def to_model_messages(messages: list[Message], settings: Settings) -> list[dict[
             out.append(assistant)
         elif m.role == "assistant" and m.type == "code":
             settle()
-            if m.tool_call_id:
+            if m.tool_call_id and not settings.tool_calls:
+                # Tools are off now (toolCalls: false): earlier calls read as fenced code.
+                fenced = f"```{m.format or ''}\n{m.content}\n```"
+                if assistant is None:
+                    assistant = {"role": "assistant", "content": fenced}
+                    out.append(assistant)
+                else:
+                    assistant["content"] = f"{assistant['content'] or ''}\n{fenced}".lstrip()
+            elif m.tool_call_id:
                 if assistant is None:
                     assistant = {"role": "assistant", "content": None}
                     out.append(assistant)
