@@ -24,8 +24,9 @@ from typing import Any
 
 import psutil
 
-from oi_lsp.client import server_command
+from oi_lsp.client import server_command, to_uri
 from tests import modelserver as ms
+from tests.gateway_process import Gateway
 from tests.modelserver import ModelServer
 
 from .driver import NO_COALESCING, PeakRSS, Server, rss, tree_rss, wait_idle_cpu
@@ -36,6 +37,8 @@ from .stats import Summary, ratio, summarize
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 WARM = "x = x + 1"
+# A cell of many short lines for the active-line stage: about 0.1 s of work.
+LOOP = "s = 0\nfor i in range(300_000):\n    s += i\n    s -= 1\nprint(s)"
 SCALE_CODE = "y = sum(range(100_000))"
 
 
@@ -258,6 +261,8 @@ class Bench:
             await off.timed("x = 0")
             await wait_idle_cpu([on.pid, off.pid], timeout=120)
             await self.warm(on, off, raw)
+            await self.active_line(on)
+            await self.gateway(on)
             await self.shell(on)
             await self.idle_memory(on)
             await self.first_execute(on)
@@ -302,6 +307,61 @@ class Bench:
                                       "initialized)", self.loading.ms(),
                                 "after it loaded " + ours.ms(),
                                 fmt_ratio(ratio(self.loading, ours))))
+
+    async def active_line(self, on: Server) -> None:
+        """Metric 8: the activeLine stage (tracking the running line) on and off."""
+        self.log("activeLine on and off")
+        ws_line, ws_plain = self.folder("ws-line"), self.folder("ws-plain")
+        await on.client.request("oi/configure", {"workspace": to_uri(ws_line),
+                                                 "activeLine": True})
+        await on.timed("x = 0", ws_line)
+        await on.timed("x = 0", ws_plain)
+        r = await self.interleave({"on": lambda: on.timed(WARM, ws_line),
+                                   "off": lambda: on.timed(WARM, ws_plain)}, self.c.runs)
+        assert r["on"] and r["off"]
+        self.report.add(Row("8e", f"warm `{WARM}`, activeLine on", r["on"].ms(),
+                            "activeLine off " + r["off"].ms(),
+                            fmt_ratio(ratio(r["on"], r["off"]))))
+        lines = len(on.client.notifications)
+        r = await self.interleave({"on": lambda: on.timed(LOOP, ws_line),
+                                   "off": lambda: on.timed(LOOP, ws_plain)}, self.c.heavy,
+                                  warmup=1)
+        assert r["on"] and r["off"]
+        reported = sum(1 for m, p in on.client.notifications[lines:]
+                       if m == "oi/stream" and p.get("format") == "active_line")
+        self.report.add(Row("8f", "a 300,000-iteration loop, activeLine on", r["on"].ms(),
+                            "activeLine off " + r["off"].ms(),
+                            fmt_ratio(ratio(r["on"], r["off"]))))
+        self.report.note(f"8f: {reported} active_line notifications over "
+                         f"{r['on'].n + 1} loop runs with activeLine on")
+        on.close_folders([ws_line, ws_plain])
+
+    async def gateway(self, on: Server) -> None:
+        """Issue 11: the same warm round trip with the kernel on a Jupyter Kernel Gateway."""
+        self.log("warm round trips over a Kernel Gateway")
+        try:
+            gw = await asyncio.to_thread(Gateway(self.folder("gateway")).start)
+        except (OSError, RuntimeError, AssertionError) as exc:
+            self.report.add(Row("9", f"warm `{WARM}` over a Kernel Gateway",
+                                "gateway did not start", verdict="skipped"))
+            self.report.note(f"9: jupyter kernelgateway did not start: {exc}")
+            return
+        remote = Server(self.data)
+        try:
+            await remote.start()
+            ws = self.folder("ws-gw")
+            await remote.initialize([ws], self.model.settings(**gw.settings()))
+            await remote.timed("x = 0")
+            r = await self.interleave({"gw": remote.timed_ok(WARM),
+                                       "local": on.timed_ok(WARM)}, self.c.runs)
+        finally:
+            await remote.close()
+            gw.kill()
+        assert r["gw"] and r["local"]
+        self.report.add(Row("9", f"warm `{WARM}` over a Kernel Gateway on 127.0.0.1 "
+                                 "(REST + WebSocket)", r["gw"].ms(),
+                            "local kernel " + r["local"].ms(),
+                            fmt_ratio(ratio(r["gw"], r["local"]))))
 
     async def shell(self, on: Server) -> None:
         self.log("warm shell round trips")

@@ -61,8 +61,10 @@ def serve(args: argparse.Namespace) -> None:
             remote.gate_of(SERVER).token = network_token(args)
             (remote.serve_tcp if args.tcp else remote.serve_ws)(SERVER, args.host, args.port)
         else:
+            from .stdio import serve_stdio
+
             lsp_in, lsp_out = private_stdio()
-            SERVER.start_io(lsp_in, lsp_out)
+            serve_stdio(SERVER, lsp_in, lsp_out)
     finally:
         SERVER.sessions.kill_all()  # the client may have vanished without a shutdown
 

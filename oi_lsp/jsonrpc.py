@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import json
+import logging
 from typing import Any
 
 import cattrs
+from pygls.exceptions import JsonRpcInternalError
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCRequestMessage,
     JsonRPCResponseMessage,
+    LanguageServerProtocol,
     default_converter,
 )
+
+log = logging.getLogger(__name__)
 
 
 def _keep(obj: dict[str, Any], cls: type[Any]) -> Any:
@@ -26,3 +34,48 @@ def raw_params_converter() -> cattrs.Converter:
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, _keep)
     return converter
+
+
+class PlainJsonProtocol(LanguageServerProtocol):
+    """Sends the oi/* notifications and results, which are plain JSON already, with a single
+    json.dumps; pygls would first unstructure each message through cattrs (profiled: most
+    of the cost of sending one). Everything else goes through pygls unchanged."""
+
+    _headers = True
+    _pending: set[asyncio.Future[Any]]
+
+    def set_writer(self, writer: Any, include_headers: bool = True) -> None:
+        super().set_writer(writer, include_headers)
+        self._headers = include_headers
+
+    def _send_data(self, data: Any) -> None:
+        kind = type(data)
+        if kind is JsonRPCNotification and isinstance(data.params, dict):
+            message: dict[str, Any] = {"jsonrpc": "2.0", "method": data.method,
+                                       "params": data.params}
+        elif kind is JsonRPCResponseMessage and isinstance(data.result, dict | None):
+            message = {"jsonrpc": "2.0", "id": data.id, "result": data.result}
+        else:
+            super()._send_data(data)
+            return
+        if self.writer is None:
+            log.error("unable to send data: no transport")
+            return
+        try:
+            body = json.dumps(message, ensure_ascii=False, separators=(",", ":"),
+                              default=self._serialize_message).encode()
+            if self._headers:
+                body = (f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; "
+                        f"charset={self.CHARSET}\r\n\r\n").encode() + body
+            res = self.writer.write(body)
+            if inspect.isawaitable(res):  # a WebSocket send: keep it until done
+                pending = self.__dict__.setdefault("_pending", set())
+                future = asyncio.ensure_future(res)
+                pending.add(future)
+                future.add_done_callback(pending.discard)
+        except BrokenPipeError:
+            log.exception("could not send: broken pipe")
+            raise
+        except Exception as error:
+            log.exception("could not send")
+            self._server._report_server_error(error, JsonRpcInternalError)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import run_async, run_websocket
-from pygls.protocol import LanguageServerProtocol
+
+from .jsonrpc import PlainJsonProtocol
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -48,8 +49,8 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-class GatedProtocol(LanguageServerProtocol):
-    """LanguageServerProtocol that serves nothing before a good token (when one is set)."""
+class GatedProtocol(PlainJsonProtocol):
+    """The server's protocol, which serves nothing before a good token (when one is set)."""
 
     gate: Gate
 

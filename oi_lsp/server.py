@@ -250,10 +250,12 @@ async def configure(ls: OIServer, params: Any) -> dict[str, Any]:
 
 
 @SERVER.feature(protocol.LANGUAGES)
-def languages(ls: OIServer, params: Any) -> dict[str, Any]:
+async def languages(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(WorkspaceParams, params)
     settings = _session(ls, p).settings()
-    return LanguagesResult(languages=registry.describe(settings.kernel_name, settings)).wire()
+    remote = await registry.remote_kernels(settings)  # what a kernel gateway runs
+    return LanguagesResult(languages=registry.describe(settings.kernel_name, settings,
+                                                       remote)).wire()
 
 
 @SERVER.feature(protocol.MODELS)

@@ -184,8 +184,11 @@ class Session:
         await self.load_profiles()
         turn_id = new_id()
         settings = self.settings()
+        # autoRun is read when each proposal comes, so turning it on during a turn (a client's
+        # "always") covers the turn's next proposals too.
         turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                    lambda lang, code, auto: self._ask(turn_id, settings, lang, code, auto),
+                    lambda lang, code, _auto: self._ask(turn_id, settings, lang, code,
+                                                        self.settings().auto_run),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
                     registry.runnable(), on_text=self.link.show_text, spent=self.spent)

@@ -35,6 +35,9 @@ class Sessions:
     def __init__(self, factory: Callable[[str, Path], Session]) -> None:
         self._factory = factory
         self._sessions: dict[str, Session] = {}
+        # URI as a client spelled it → its normalized key: resolving a path costs a stat of
+        # every component, and most requests name the same few workspaces again and again.
+        self._keys: dict[str, str] = {}
         self.folders: list[str] = []  # the editor's workspace folders, in its order
 
     def add_folder(self, uri: str) -> Session:
@@ -45,7 +48,11 @@ class Sessions:
         return session
 
     def get(self, uri: str) -> Session:
-        key = normalize(uri)
+        key = self._keys.get(uri)
+        session = self._sessions.get(key) if key is not None else None
+        if session is not None and session.folder.is_dir():
+            return session
+        key = self._keys[uri] = normalize(uri)
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self._factory(key, folder_of(key))

@@ -4,86 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from oi_lsp.client import OIClient, server_command
 from tests import modelserver as ms
 from tests.conftest import next_proposal, start_sleeping_run, tool_results
+from tests.gateway_process import TOKEN, Gateway, free_port
 from tests.modelserver import ModelServer
-
-TOKEN = "gw-secret-4f9c2e"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Gateway:
-    """A `jupyter kernelgateway` process in its own folder and process group."""
-
-    def __init__(self, root: Path, token: str = TOKEN) -> None:
-        self.root = root
-        self.token = token
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        root.mkdir(parents=True, exist_ok=True)
-
-    def start(self) -> Gateway:
-        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.root / "runtime"),
-               "JUPYTER_DATA_DIR": str(self.root / "data"),
-               "JUPYTER_CONFIG_DIR": str(self.root / "config")}
-        log = open(self.root / "gateway.log", "ab")  # the child keeps its own copy
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
-             f"--KernelGatewayApp.port={self.port}",
-             f"--KernelGatewayApp.auth_token={self.token}",
-             "--JupyterWebsocketPersonality.list_kernels=True"],  # for the tests' checks
-            cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True)  # its kernels share its group: kill() takes them all
-        log.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.root / "gateway.log").read_text()
-            try:
-                if httpx.get(f"{self.url}/api/kernelspecs", headers=self.auth(),
-                             timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("the kernel gateway did not start")
-
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"token {self.token}"}
-
-    def kernels(self) -> list[dict[str, Any]]:
-        response = httpx.get(f"{self.url}/api/kernels", headers=self.auth(), timeout=10)
-        response.raise_for_status()
-        result: list[dict[str, Any]] = response.json()
-        return result
-
-    def kill(self) -> None:
-        """A crash: the gateway and its kernels, at once."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def settings(self, **extra: Any) -> dict[str, Any]:
-        return {"kernelGateway": {"url": self.url, "token": self.token, **extra}}
 
 
 @pytest.fixture(scope="module")
@@ -233,16 +164,133 @@ async def test_wrong_token_runs_nothing(servers: list[OIClient], gateway: Gatewa
     assert gateway.url in console and "refused the token" in console
     assert "refused the token" in tool_results(model.requests[1])[0]
     assert not marker.exists()
+    # Shell code too: whether the gateway has a kernel for it cannot be asked, so it fails
+    # naming the gateway instead of running here.
+    touched = workspace / "shell-ran.txt"
+    shell = await client.execute("shell", f"touch {touched}")
+    assert shell["status"] == "error" and gateway.url in shell["error"]
+    assert "refused the token" in shell["error"] and not touched.exists()
     assert gateway.kernels() == []
     assert_no_token(client, data_dir, bad)
 
 
 async def test_unreachable_gateway_is_named(servers: list[OIClient], model: ModelServer,
                                             workspace: Path, data_dir: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     client = await start(servers, workspace, model, data_dir, kernelGateway={"url": url})
     result = await client.execute("python", "print('here')")
     assert result["status"] == "error"
     assert f"cannot reach the kernel gateway at {url}" in result["error"]
     settings = (await client.request("oi/configure", {}))["settings"]
     assert settings["kernelGateway"]["url"] == url and "token" not in settings["kernelGateway"]
+
+
+async def test_shell_runs_on_the_gateways_bash_kernel(servers: list[OIClient],
+                                                     model: ModelServer, workspace: Path,
+                                                     data_dir: Path, tmp_path: Path) -> None:
+    gw = Gateway(tmp_path / "gw-bash", bash=True).start()
+    try:
+        client = await start(servers, workspace, model, data_dir, **gw.settings())
+        langs = {lang["name"]: lang
+                 for lang in (await client.request("oi/languages", {}))["languages"]}
+        host = f"127.0.0.1:{gw.port}"
+        assert langs["shell"]["location"] == "remote" and langs["shell"]["host"] == host
+        assert langs["shell"]["kind"] == "kernel" and langs["shell"]["runner"] == "bash"
+        assert langs["python"]["location"] == "remote"
+        # No kernel for these on the gateway: they stay local.
+        assert langs["javascript"]["location"] == "local" and "host" not in langs["javascript"]
+        assert langs["html"]["location"] == "local"
+
+        first = await client.execute("shell", "X=7; echo cwd $PWD")
+        assert first["status"] == "ok", first
+        # A gateway's kernels start in its folder; a local REPL would be in the workspace.
+        assert first["outputs"][0]["content"].strip() == f"cwd {gw.root}"
+        again = await client.execute("bash", "echo x is $X")
+        assert again["outputs"][0]["content"].strip() == "x is 7"  # the same remote shell
+        # Python (started when the workspace opened) and bash, both on the gateway.
+        assert sorted(k["name"] for k in gw.kernels()) == ["bash", "python3"]
+        local = await client.execute("javascript", "console.log(process.cwd())")
+        assert local["outputs"][0]["content"].strip() == str(workspace)
+
+        await client.close()
+        servers.remove(client)
+        assert gw.kernels() == []  # shut down with the workspace (keepKernel is off)
+        assert_no_token(client, data_dir)
+    finally:
+        gw.kill()
+
+
+class Proxy:
+    """A TCP relay in front of the gateway that can cut every connection through it, as a
+    network blip would, or refuse new ones for a while."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server: asyncio.Server | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self.writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self.writers -= {writer, up_writer}
+
+    def drop(self) -> None:
+        for writer in list(self.writers):
+            writer.transport.abort()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+            self.server = None
+        self.drop()
+
+
+async def test_dropped_websocket_reconnects(servers: list[OIClient], gateway: Gateway,
+                                            model: ModelServer, workspace: Path,
+                                            data_dir: Path) -> None:
+    proxy = Proxy(gateway.port)
+    await proxy.start()
+    try:
+        client = await start(servers, workspace, model, data_dir,
+                             kernelGateway={"url": proxy.url, "token": gateway.token})
+        assert (await client.execute("python", "x = 41"))["status"] == "ok"
+        proxy.drop()  # the kernel's WebSocket (and any kept-alive HTTP) cut
+        result = await client.execute("python", "print(x + 1)")
+        assert result["status"] == "ok", result
+        assert result["outputs"][0]["content"] == "42\n"  # reconnected: same kernel, same x
+
+        # Cut and kept away longer than the bounded retries: a clear error, nothing local.
+        await proxy.stop()
+        marker = workspace / "ran-locally.txt"
+        lost = await asyncio.wait_for(client.execute(
+            "python", f"open({str(marker)!r}, 'w').write('x')"), 60)
+        assert lost["status"] == "error" and proxy.url in lost["error"], lost
+        assert not marker.exists()
+
+        await proxy.start()  # back: the same kernel again, its state kept
+        back = await client.execute("python", "print(x)")
+        assert back["status"] == "ok", back
+        assert back["outputs"][-1]["content"].endswith("41\n")
+        await client.close()
+        servers.remove(client)
+        assert_no_token(client, data_dir)
+    finally:
+        await proxy.stop()

@@ -217,3 +217,14 @@ async def test_large_request_arrives_whole(client: OIClient) -> None:
     code = "s = '" + "x" * 3_000_000 + "'\nprint(len(s))"
     result = await client.execute("python", code)
     assert result["outputs"][0]["content"] == "3000000\n"
+
+
+async def test_text_beyond_ascii_arrives_whole(client: OIClient) -> None:
+    # Message lengths on the wire count bytes: non-ASCII text in a request, in streamed
+    # chunks and in the result, and more of it than one write or one pipe buffer holds.
+    code = "s = 'é✓日本😀'\nprint(s * 3)\nprint('日本' * 200_000)"
+    result = await client.execute("python", code)
+    expected = "é✓日本😀" * 3 + "\n" + "日本" * 200_000 + "\n"
+    assert result["status"] == "ok"
+    assert result["outputs"][0]["content"] == expected
+    assert client.stream(result["turnId"], "console") == expected

@@ -226,3 +226,20 @@ async def test_stop_closes_a_slow_model_stream(client: OIClient, model: ModelSer
     assert model.disconnects == 1
     history = (await client.request("oi/history", {}))["messages"]
     assert history[-1]["role"] == "assistant" and history[-1]["content"].startswith("word")
+
+
+async def test_auto_run_turned_on_during_a_turn_covers_its_next_proposals(
+        client: OIClient, model: ModelServer) -> None:
+    """A client's "always": oi/configure autoRun while a proposal waits, then run it."""
+    model.script(ms.tools(("python", "print('first')"), ("python", "print('second')")),
+                 ms.text("Both ran."))
+    chat = asyncio.create_task(client.chat("two things"))
+    first = await next_proposal(client)
+    assert first["autoRun"] is False
+    await client.request("oi/configure", {"autoRun": True})
+    await client.approve(first["proposalId"], "run")
+    result = await chat
+    assert result["status"] == "done"
+    proposals = [p for m, p in client.notifications if m == "oi/proposal"]
+    assert [p["autoRun"] for p in proposals] == [False, True]
+    assert tool_results(model.requests[1]) == ["first", "second"]

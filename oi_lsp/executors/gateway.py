@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
 import os
 import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,9 +130,7 @@ class GatewayKernelExecutor(Executor):
 
     async def _start(self) -> None:
         cfg = self.config
-        self._http = httpx.AsyncClient(
-            base_url=cfg.url.rstrip("/"), headers=cfg.http_headers(),
-            verify=cfg.validate_cert, timeout=cfg.request_timeout, trust_env=True)
+        self._http = _client(cfg)
         self.reattached = False
         saved = self._load_state()
         previous = self.kernel_id or saved
@@ -253,24 +253,7 @@ class GatewayKernelExecutor(Executor):
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One REST call; every failure becomes a GatewayError that names the gateway."""
         assert self._http is not None
-        url = self.config.url
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise GatewayError(f"the kernel gateway at {url} did not answer within "
-                               f"{self.config.request_timeout:g} s") from None
-        except httpx.HTTPError as exc:
-            raise GatewayError(f"cannot reach the kernel gateway at {url}: "
-                               f"{type(exc).__name__}: {exc}") from None
-        if response.status_code in (401, 403):
-            raise GatewayError(f"the kernel gateway at {url} refused the token "
-                               f"(HTTP {response.status_code}); check kernelGateway.token",
-                               response.status_code)
-        if response.is_error:
-            raise GatewayError(f"the kernel gateway at {url} answered {method} {path} with "
-                               f"HTTP {response.status_code}: {_reason(response)}",
-                               response.status_code)
-        return response
+        return await _call(self._http, self.config, method, path, **kwargs)
 
     async def _kernel_exists(self, kernel_id: str) -> bool:
         try:
@@ -309,9 +292,13 @@ class GatewayKernelExecutor(Executor):
     async def _send(self, channel: str, msg: dict[str, Any]) -> None:
         body = json.dumps({**msg, "channel": channel}, default=json_default)
         while True:
-            if self._lost is not None:
-                raise GatewayError(self._lost)
-            await self._connected.wait()
+            # Wait for the channels, but not past the moment reconnecting gives up.
+            while not self._connected.is_set():
+                if self._lost is not None:
+                    raise GatewayError(self._lost)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.1):
+                        await self._connected.wait()
             ws = self._ws
             assert ws is not None
             try:
@@ -454,13 +441,133 @@ def _reason(response: httpx.Response) -> str:
     return response.reason_phrase
 
 
-def for_settings(language: str, cwd: Path, settings: Settings) -> GatewayKernelExecutor:
-    """The executor the `kernelGateway` setting asks for (settings.kernel_gateway is set)."""
+async def _call(http: httpx.AsyncClient, config: GatewayConfig, method: str, path: str,
+                **kwargs: Any) -> httpx.Response:
+    """One REST call; every failure becomes a GatewayError that names the gateway."""
+    url = config.url
+    try:
+        response = await http.request(method, path, **kwargs)
+    except httpx.TimeoutException:
+        raise GatewayError(f"the kernel gateway at {url} did not answer within "
+                           f"{config.request_timeout:g} s") from None
+    except httpx.HTTPError as exc:
+        raise GatewayError(f"cannot reach the kernel gateway at {url}: "
+                           f"{type(exc).__name__}: {exc}") from None
+    if response.status_code in (401, 403):
+        raise GatewayError(f"the kernel gateway at {url} refused the token "
+                           f"(HTTP {response.status_code}); check kernelGateway.token",
+                           response.status_code)
+    if response.is_error:
+        raise GatewayError(f"the kernel gateway at {url} answered {method} {path} with "
+                           f"HTTP {response.status_code}: {_reason(response)}",
+                           response.status_code)
+    return response
+
+
+def _client(config: GatewayConfig) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=config.url.rstrip("/"), headers=config.http_headers(),
+                             verify=config.validate_cert, timeout=config.request_timeout,
+                             trust_env=True)
+
+
+_SPECS_TTL = 30.0
+_specs: dict[str, tuple[float, dict[str, str]]] = {}  # gateway URL -> (read at, its kernels)
+
+
+async def kernel_languages(config: GatewayConfig,
+                           canonical: Callable[[str], str]) -> dict[str, str]:
+    """The gateway's kernelspecs by language (canonical name) -> kernelspec name, read at
+    most every 30 s. Raises GatewayError when the gateway cannot be asked."""
+    now = time.monotonic()
+    cached = _specs.get(config.url)
+    if cached is not None and now - cached[0] < _SPECS_TTL:
+        return cached[1]
+    async with _client(config) as http:
+        body = (await _call(http, config, "GET", "/api/kernelspecs")).json()
+    found: dict[str, str] = {}
+    specs = body.get("kernelspecs") if isinstance(body, dict) else None
+    for name, entry in sorted((specs or {}).items()):
+        spec = entry.get("spec") if isinstance(entry, dict) else None
+        language = str((spec or {}).get("language", "")).strip().lower()
+        if language:
+            found.setdefault(canonical(language), str(name))
+    _specs[config.url] = (now, found)
+    return found
+
+
+class GatewayOrLocal(Executor):
+    """A language other than Python in a workspace that uses a gateway: the gateway's kernel
+    for it when the gateway offers one (bash_kernel, IRkernel, ...), else the local REPL.
+    Decided at the first start; a gateway that cannot be asked is an error naming its URL,
+    never a silent local run of code meant for the remote machine."""
+
+    def __init__(self, language: str, cwd: Path, config: GatewayConfig,
+                 local: Callable[[], Executor], canonical: Callable[[str], str]) -> None:
+        self.language = language
+        self.cwd = cwd
+        # kernelGateway.kernelName names the Python kernelspec, not this language's
+        self.config = dataclasses.replace(config, kernel_name=None)
+        self._local = local
+        self._canonical = canonical
+        self.inner: Executor | None = None
+        self._choosing = asyncio.Lock()
+
+    async def _choose(self) -> Executor:
+        async with self._choosing:
+            if self.inner is None:
+                kernels = await kernel_languages(self.config, self._canonical)
+                kernel = kernels.get(self.language)
+                self.inner = (GatewayKernelExecutor(self.language, kernel, self.cwd, self.config)
+                              if kernel is not None else self._local())
+            return self.inner
+
+    async def start(self) -> None:
+        await (await self._choose()).start()
+
+    async def run(self, code: str, emit: Emit) -> RunResult:
+        inner = await self._choose()
+        inner.active_line = self.active_line
+        return await inner.run(code, emit)
+
+    async def interrupt(self) -> None:
+        if self.inner is not None:
+            await self.inner.interrupt()
+
+    async def restart(self) -> None:
+        await (await self._choose()).restart()
+
+    async def shutdown(self) -> None:
+        if self.inner is not None:
+            await self.inner.shutdown()
+
+    async def is_alive(self) -> bool:
+        return self.inner is not None and await self.inner.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self.inner.pid if self.inner is not None else None
+
+
+def _config(settings: Settings) -> GatewayConfig:
     gateway = settings.kernel_gateway
     assert gateway is not None
-    config = GatewayConfig(
+    return GatewayConfig(
         url=gateway.url, token=gateway.token.get_secret_value() if gateway.token else None,
         headers=dict(gateway.headers), validate_cert=gateway.validate_cert,
         kernel_name=gateway.kernel_name, request_timeout=gateway.request_timeout,
         keep_kernel=settings.keep_kernel)
-    return GatewayKernelExecutor(language, settings.kernel_name, cwd, config)
+
+
+def for_settings(language: str, cwd: Path, settings: Settings) -> GatewayKernelExecutor:
+    """The executor the `kernelGateway` setting asks for (settings.kernel_gateway is set)."""
+    return GatewayKernelExecutor(language, settings.kernel_name, cwd, _config(settings))
+
+
+def remote_or_local(language: str, cwd: Path, settings: Settings, local: Callable[[], Executor],
+                    canonical: Callable[[str], str]) -> GatewayOrLocal:
+    return GatewayOrLocal(language, cwd, _config(settings), local, canonical)
+
+
+async def remote_languages(settings: Settings,
+                           canonical: Callable[[str], str]) -> dict[str, str]:
+    return await kernel_languages(_config(settings), canonical)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from .kernel import KernelExecutor
 
 if TYPE_CHECKING:
     from ..settings import Settings
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["kernel", "subprocess", "compile", "display"]
 
@@ -111,14 +114,45 @@ def runnable() -> set[str]:
     return names | set(kernel_languages())
 
 
+def language_name(language: str) -> str:
+    """The canonical name of a kernelspec's `language` (bash -> shell), else itself."""
+    key = language.strip().lower()
+    return _ALIASES.get(key, key)
+
+
 def create(language: str, cwd: Path, kernel_name: str,
            settings: Settings | None = None) -> Executor:
-    """A new, not yet started executor for the canonical `language`."""
-    if language == "python":
-        if settings is not None and settings.kernel_gateway is not None:
-            from . import gateway  # lazy: httpx and websockets only for remote kernels
+    """A new, not yet started executor for the canonical `language`. With a kernel gateway,
+    Python runs there, and so does any language the gateway has a kernel for."""
+    lang = LANGUAGES.get(language)
+    if settings is not None and settings.kernel_gateway is not None and (
+            lang is None or lang.kind != "display"):
+        from . import gateway  # lazy: httpx and websockets only for remote kernels
 
+        if language == "python":
             return gateway.for_settings(language, cwd, settings)
+        return gateway.remote_or_local(language, cwd, settings,
+                                       lambda: _create_local(language, cwd, kernel_name),
+                                       language_name)
+    return _create_local(language, cwd, kernel_name)
+
+
+async def remote_kernels(settings: Settings | None) -> dict[str, str]:
+    """The languages the workspace's kernel gateway has kernels for (language -> kernelspec);
+    empty without a gateway, or when it cannot be asked now (logged)."""
+    if settings is None or settings.kernel_gateway is None:
+        return {}
+    from . import gateway
+
+    try:
+        return await gateway.remote_languages(settings, language_name)
+    except gateway.GatewayError as exc:
+        log.warning("%s", exc)
+        return {}
+
+
+def _create_local(language: str, cwd: Path, kernel_name: str) -> Executor:
+    if language == "python":
         return KernelExecutor("python", kernel_name, cwd)
     kernel = kernel_languages().get(language)
     if kernel is not None:  # an installed kernel beats a subprocess REPL
@@ -165,16 +199,20 @@ def _info(lang: Language, kernel_name: str) -> LanguageInfo:
                         install_hint=None if program else lang.install_hint)
 
 
-def describe(kernel_name: str, settings: Settings | None = None) -> list[LanguageInfo]:
+def describe(kernel_name: str, settings: Settings | None = None,
+             remote: dict[str, str] | None = None) -> list[LanguageInfo]:
+    """What runs each language; with a gateway, Python and the languages in `remote` (the
+    gateway's kernels, from remote_kernels) say they run there, on its host."""
     infos = [_info(lang, kernel_name) for lang in LANGUAGES.values()]
     infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
               for name, kernel in kernel_languages().items() if name not in LANGUAGES]
     gateway = settings.kernel_gateway if settings is not None else None
-    if gateway is not None:  # the Python kernel runs on the gateway: say where
+    if gateway is not None:
         from urllib.parse import urlsplit
 
+        runners = {**(remote or {}), "python": gateway.kernel_name or kernel_name}
         infos = [info.model_copy(update={
-            "location": "remote", "host": urlsplit(gateway.url).netloc,
-            "runner": gateway.kernel_name or kernel_name}) if info.name == "python" else info
-            for info in infos]
+            "location": "remote", "host": urlsplit(gateway.url).netloc, "kind": "kernel",
+            "runner": runners[info.name], "available": True, "install_hint": None})
+            if info.name in runners and info.kind != "display" else info for info in infos]
     return infos

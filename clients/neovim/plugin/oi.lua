@@ -7,15 +7,17 @@ local c = vim.api.nvim_create_user_command
 c("OIChat", cmd("chat"), { nargs = "*", desc = "oi: open the chat, optionally send a message" })
 c("OIRun", cmd("run"), { nargs = "*", range = true, desc = "oi: instruction with the selection as context" })
 c("OIExec", cmd("exec"), { range = true, desc = "oi: run the lines in the workspace REPL" })
-c("OIStop", cmd("stop"), { desc = "oi: stop the running turn" })
-c("OIReset", cmd("reset"), { desc = "oi: clear the conversation and restart the REPL" })
+c("OIStop", cmd("stop"), { desc = "oi: stop the running turn and runs" })
+c("OIReset", cmd("reset"), { desc = "oi: clear the conversation and restart the REPLs" })
 c("OIHistory", cmd("history"), { desc = "oi: reload the saved conversation" })
 c("OIAutoRun", cmd("autorun"), { nargs = 1, complete = function() return { "on", "off" } end,
-  desc = "oi: run proposals without asking" })
-c("OIModel", cmd("model"), { nargs = 1, desc = "oi: set the model of this workspace" })
+  desc = "oi: run proposals without asking (on|off)" })
+c("OIModel", cmd("model"), { nargs = "?", desc = "oi: set (or show) the model of this workspace" })
 
 local p = vim.keymap.set
 p("n", "<Plug>(oi-chat)", "<Cmd>OIChat<CR>", { desc = "oi: chat" })
-p("x", "<Plug>(oi-run)", ":OIRun<CR>", { desc = "oi: instruction on the selection" })
-p("x", "<Plug>(oi-exec)", ":OIExec<CR>", { desc = "oi: run the selection" })
+p("n", "<Plug>(oi-run)", "<Cmd>OIRun<CR>", { desc = "oi: instruction on the current line" })
+p("x", "<Plug>(oi-run)", ":OIRun<CR>", { silent = true, desc = "oi: instruction on the selection" })
+p("n", "<Plug>(oi-exec)", "<Cmd>OIExec<CR>", { desc = "oi: run the current line" })
+p("x", "<Plug>(oi-exec)", ":OIExec<CR>", { silent = true, desc = "oi: run the selection" })
 p("n", "<Plug>(oi-stop)", "<Cmd>OIStop<CR>", { desc = "oi: stop" })

@@ -57,9 +57,15 @@ local function header(root) return { "# oi: " .. root, "" } end
 local function set_status(st, status)
   st.status = status
   if st.timer then st.timer:stop(); st.timer:close(); st.timer = nil end
+  if not vim.api.nvim_buf_is_valid(st.buf) then return end
+  if not status then
+    if st.status_mark then vim.api.nvim_buf_del_extmark(st.buf, ns, st.status_mark) end
+    st.status_mark = nil
+    return
+  end
   local function draw(frame)
     if not vim.api.nvim_buf_is_valid(st.buf) then return end
-    local text = status and (SPINNER[frame % #SPINNER + 1] .. " " .. status .. "…") or ""
+    local text = SPINNER[frame % #SPINNER + 1] .. " " .. status .. "…"
     st.status_mark = vim.api.nvim_buf_set_extmark(st.buf, ns, sep_row(st), 0, {
       id = st.status_mark, virt_lines_above = true, virt_lines = { { { text, "Comment" } } } })
   end
@@ -93,7 +99,7 @@ function M.state(root)
   local lines = header(root)
   vim.list_extend(lines, { "", SEP, "" })
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  st = { root = root, buf = buf, open = nil }
+  st = { root = root, buf = buf, open = nil, muted = {} }
   st.sep = vim.api.nvim_buf_set_extmark(buf, ns, #lines - 2, 0, {})
   states[root] = st
   local o = { buffer = buf, nowait = true, silent = true }
@@ -145,13 +151,29 @@ end
 function M.put(root, text) put(M.state(root), text) end
 function M.gap(root) gap(M.state(root)) end
 
---- The row of the last complete transcript line (for marks that answer a proposal).
-function M.last_row(root) return cursor_line(M.state(root)) - 1 end
-
---- Replace one transcript line.
-function M.set_line(root, row, text)
+--- A mark on the last complete transcript line (the prompt of a proposal), to rewrite it later.
+function M.mark_last(root)
   local st = M.state(root)
-  vim.api.nvim_buf_set_lines(st.buf, row, row + 1, true, { text })
+  return vim.api.nvim_buf_set_extmark(st.buf, ns, cursor_line(st) - 1, 0, {})
+end
+
+--- Replace the line a mark of mark_last() is on.
+function M.set_marked(root, id, text)
+  local st = M.state(root)
+  local row = vim.api.nvim_buf_get_extmark_by_id(st.buf, ns, id, {})[1]
+  if row then vim.api.nvim_buf_set_lines(st.buf, row, row + 1, true, { text }) end
+  vim.api.nvim_buf_del_extmark(st.buf, ns, id)
+end
+
+--- Whether the user is typing in the chat's prompt area: the cursor is there and it holds text.
+function M.typing(root)
+  local st = M.state(root)
+  if vim.api.nvim_get_current_buf() ~= st.buf
+    or vim.api.nvim_win_get_cursor(0)[1] - 1 <= sep_row(st) then
+    return false
+  end
+  local prompt = vim.api.nvim_buf_get_lines(st.buf, sep_row(st) + 1, -1, false)
+  return vim.trim(table.concat(prompt, "\n")) ~= ""
 end
 
 function M.user(root, text, context)
@@ -171,14 +193,57 @@ end
 function M.error(root, message)
   local st = M.state(root)
   gap(st)
-  put(st, "> **Error:** " .. message:gsub("\n", " "))
+  put(st, "> **Error:** " .. message:gsub("\n", "\n> "))
   vim.notify("oi: " .. message, vim.log.levels.ERROR)
 end
+
+--- An error the server showed (window/showMessage): the turn's own error event follows it
+--- with the same text, which is then not shown twice.
+function M.server_error(root, message)
+  local text = message:gsub("^oi%-lsp: ", "")
+  M.state(root).last_error = text
+  M.error(root, text)
+end
+
+--- The next direct run's output stays out of the transcript (the health check's probe).
+function M.mute_next_run(root) M.state(root).mute_next = true end
 
 local function fence(lang, code)
   return ("```%s\n%s\n```"):format(lang or "", (code:gsub("\n+$", "")))
 end
 M.fence = fence
+
+local hl_ns = vim.api.nvim_create_namespace("oi_active_line")
+
+--- Put fenced code; it becomes the code a run's active_line chunks point into.
+local function code_block(st, lang, code)
+  gap(st)
+  put(st, fence(lang, code))
+  local first = cursor_line(st) - select(2, fence(lang, code):gsub("\n", "")) - 1 -- its ``` line
+  st.code_mark = vim.api.nvim_buf_set_extmark(st.buf, ns, first, 0, { id = st.code_mark })
+end
+function M.code_block(root, lang, code) code_block(M.state(root), lang, code) end
+
+--- Highlight line `number` (1-based) of the last code block: the line that runs now.
+local function active_line(st, number)
+  vim.api.nvim_buf_clear_namespace(st.buf, hl_ns, 0, -1)
+  if not number or not st.code_mark then return end
+  local fence_row = vim.api.nvim_buf_get_extmark_by_id(st.buf, ns, st.code_mark, {})[1]
+  local row = fence_row and fence_row + number
+  if row and row < sep_row(st) then
+    vim.api.nvim_buf_set_extmark(st.buf, hl_ns, row, 0, { line_hl_group = "CursorLine",
+      sign_text = "▶", sign_hl_group = "DiagnosticInfo" })
+  end
+end
+
+--- The text of the highlighted active line, if any (for tests and statuslines).
+function M.active_line(root)
+  local st = states[root]
+  if not st then return nil end
+  local marks = vim.api.nvim_buf_get_extmarks(st.buf, hl_ns, 0, -1, {})
+  if #marks == 0 then return nil end
+  return vim.api.nvim_buf_get_lines(st.buf, marks[1][2], marks[1][2] + 1, true)[1]
+end
 
 local function save_image(format, data)
   local dir = vim.fs.joinpath(vim.fn.stdpath("cache"), "oi", "images")
@@ -212,7 +277,7 @@ local function close_block(st)
     put(st, "```")
   elseif b.type == "confirmation" then
     -- the code that runs: shown unless it is the proposal just shown above
-    if data ~= st.shown_code then gap(st); put(st, fence(b.format, data)) end
+    if data ~= st.shown_code then code_block(st, b.format, data) end
     st.shown_code = nil
   elseif b.type == "image" then
     local ok, path = pcall(save_image, b.format or "base64.png", data)
@@ -227,8 +292,14 @@ local BUFFERED = { confirmation = true, image = true }
 
 function M.on_stream(root, p)
   local st = M.state(root)
+  if st.muted[p.turnId] then return end
   if p.type == "status" then
     set_status(st, p.format ~= "idle" and p.format or nil)
+    if p.format == "idle" then active_line(st, nil) end
+    return
+  end
+  if p.format == "active_line" then -- not a block: the open output block stays open
+    active_line(st, tonumber(p.content))
     return
   end
   local b = st.open
@@ -248,6 +319,15 @@ function M.shown(root, code) M.state(root).shown_code = code end
 
 function M.on_turn(root, p)
   local st = M.state(root)
+  if p.status == "running" and p.kind == "execute" and st.mute_next then
+    st.mute_next, st.muted[p.turnId] = nil, true
+  end
+  if st.muted[p.turnId] then
+    if p.status ~= "running" then st.muted[p.turnId] = nil end
+    return
+  end
+  st.running = st.running or {}
+  st.running[p.turnId] = p.status == "running" or nil
   if p.status == "running" then
     st.turn = p.turnId
     set_status(st, p.kind == "execute" and "running" or "thinking")
@@ -255,11 +335,28 @@ function M.on_turn(root, p)
   end
   if st.open then close_block(st) end
   set_status(st, nil)
-  require("oi.approval").clear(root)
+  require("oi.approval").clear(root, p.turnId)
   if p.status == "stopped" then
     gap(st); put(st, "_(stopped)_")
   elseif p.status == "error" then
-    M.error(root, p.error or "the turn failed")
+    local text = p.error or "the turn failed"
+    if st.last_error ~= text then M.error(root, text) end
+  end
+  st.last_error = nil
+end
+
+--- The server of `root` is gone: nothing runs any more; an unexpected exit is an error.
+function M.server_exited(root, code, signal)
+  local st = states[root]
+  if st and vim.api.nvim_buf_is_valid(st.buf) then
+    if st.open then close_block(st) end
+    set_status(st, nil)
+    st.running = {}
+    require("oi.approval").clear(root)
+  end
+  if code ~= 0 or (signal or 0) ~= 0 then
+    M.error(root, ("the server exited (code %d, signal %d); the next command starts it again")
+      :format(code, signal or 0))
   end
 end
 
@@ -301,5 +398,11 @@ function M.lines(root)
 end
 
 function M.status(root) return states[root] and states[root].status end
+
+--- Whether a turn or a run of `root` is going on.
+function M.busy(root)
+  local st = states[root]
+  return st ~= nil and next(st.running or {}) ~= nil
+end
 
 return M

@@ -1,4 +1,4 @@
--- LSP glue: one oi-lsp client per workspace root, reused across buffers.
+-- LSP glue: one oi-lsp client per workspace root, reused by every buffer of that root.
 local M = {}
 
 local by_root = {}  -- root -> client id
@@ -6,22 +6,28 @@ local root_of = {}  -- client id -> root
 local ready = {}    -- client id -> true once initialized
 local queued = {}   -- client id -> functions waiting for initialization
 
---- The workspace root of a buffer: a root marker above its file, else the tab's cwd.
+local has_011 = vim.fn.has("nvim-0.11") == 1
+
+--- The workspace root of a buffer: the chat's own root, else a root marker above its file,
+--- else the window's working directory (so each tab can have its own with :tcd).
 function M.root(bufnr)
-  bufnr = bufnr or 0
-  local cfg = require("oi").config
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local own = vim.b[bufnr].oi_root
+  if own then return own end
   local name = vim.api.nvim_buf_get_name(bufnr)
   if vim.bo[bufnr].buftype == "" and name ~= "" then
-    local found = vim.fs.root(bufnr, cfg.root_markers)
+    local found = vim.fs.root(bufnr, require("oi").config.root_markers)
     if found then return vim.fs.normalize(found) end
   end
-  local chat_root = vim.b[bufnr].oi_root
-  if chat_root then return chat_root end
   return vim.fs.normalize(vim.fn.getcwd())
 end
 
-function M.root_for_client(id) return root_of[id] end
 function M.uri(root) return vim.uri_from_fname(root) end
+
+local function is_stopped(client)
+  if has_011 then return client:is_stopped() end
+  return client.is_stopped()
+end
 
 local function handlers()
   local function on(fn)
@@ -35,6 +41,15 @@ local function handlers()
     ["oi/stream"] = on(function(root, p) require("oi.chat").on_stream(root, p) end),
     ["oi/proposal"] = on(function(root, p) require("oi.approval").on_proposal(root, p) end),
     ["oi/turn"] = on(function(root, p) require("oi.chat").on_turn(root, p) end),
+    -- The server's errors (a bad setting, a model error) go to the chat and to vim.notify.
+    ["window/showMessage"] = function(err, params, ctx)
+      local root = root_of[ctx.client_id]
+      if not err and root and params.type == vim.lsp.protocol.MessageType.Error then
+        require("oi.chat").server_error(root, params.message)
+        return vim.NIL
+      end
+      return vim.lsp.handlers["window/showMessage"](err, params, ctx)
+    end,
   }
 end
 
@@ -42,7 +57,7 @@ end
 function M.with_client(root, fn)
   local id = by_root[root]
   local client = id and vim.lsp.get_client_by_id(id)
-  if client and not client:is_stopped() then
+  if client and not is_stopped(client) then
     if ready[id] then fn(client) else table.insert(queued[id], fn) end
     return
   end
@@ -63,26 +78,25 @@ function M.with_client(root, fn)
       queued[c.id] = {}
       for _, f in ipairs(waiting) do f(c) end
     end,
-    on_exit = function(code, _, cid)
+    on_exit = function(code, signal, cid)
       local r = root_of[cid]
       if r and by_root[r] == cid then by_root[r] = nil end
       root_of[cid], ready[cid], queued[cid] = nil, nil, nil
-      if code ~= 0 then
-        vim.schedule(function()
-          vim.notify(("oi: the server exited with code %d"):format(code), vim.log.levels.ERROR)
-        end)
+      if r and vim.v.exiting == vim.NIL then -- v:exiting is null until Neovim quits
+        vim.schedule(function() require("oi.chat").server_exited(r, code, signal) end)
       end
     end,
   }
-  local new_id
-  if vim.fn.has("nvim-0.11") == 1 then
-    -- attach = false: the client serves a workspace, not a buffer
-    new_id = vim.lsp.start(config, { attach = false, reuse_client = function() return false end })
+  local ok, new_id
+  if has_011 then
+    -- attach = false: the client serves a workspace, not a document
+    ok, new_id = pcall(vim.lsp.start, config, { attach = false, reuse_client = function() return false end })
   else
-    new_id = vim.lsp.start_client(config)
+    ok, new_id = pcall(vim.lsp.start_client, config)
   end
-  if not new_id then
-    vim.notify("oi: could not start " .. table.concat(cfg.cmd, " "), vim.log.levels.ERROR)
+  if not ok or not new_id then
+    vim.notify(("oi: could not start %s%s"):format(table.concat(cfg.cmd, " "),
+      ok and "" or (": " .. tostring(new_id))), vim.log.levels.ERROR)
     return
   end
   by_root[root], root_of[new_id] = new_id, root
@@ -90,27 +104,51 @@ function M.with_client(root, fn)
   if ready[new_id] then fn(vim.lsp.get_client_by_id(new_id)) else table.insert(queued[new_id], fn) end
 end
 
---- Send an oi/* request for `root`; `on_result(result)` on success. Errors are shown.
-function M.request(root, method, params, on_result)
+--- Send an oi/* request for `root`; `on_result(result)` on success. Errors go to the chat
+--- buffer and vim.notify, unless `on_error(err)` takes them.
+function M.request(root, method, params, on_result, on_error)
   params = params or {}
   params.workspace = params.workspace or M.uri(root)
   M.with_client(root, function(client)
     local function handler(err, result)
       if err then
-        require("oi.chat").error(root, ("%s failed: %s"):format(method, err.message or vim.inspect(err)))
+        if on_error then return on_error(err) end
+        require("oi.chat").error(root, ("%s: %s"):format(method, err.message or vim.inspect(err)))
       elseif on_result then
         on_result(result)
       end
     end
-    if vim.fn.has("nvim-0.11") == 1 then
-      client:request(method, params, handler)
-    else
-      client.request(method, params, handler)
-    end
+    if has_011 then client:request(method, params, handler) else client.request(method, params, handler) end
   end)
+end
+
+--- The same, waiting up to `timeout` ms: returns result, err (err is a string on a timeout).
+function M.request_sync(root, method, params, timeout)
+  local done, result, err = false, nil, nil
+  M.request(root, method, params, function(r) done, result = true, r end,
+    function(e) done, err = true, e end)
+  if not vim.wait(timeout or 10000, function() return done end, 20) then
+    return nil, ("no answer to %s in %d s"):format(method, math.floor((timeout or 10000) / 1000))
+  end
+  return result, err and (err.message or vim.inspect(err))
 end
 
 --- The ids of the running clients, by root (for :checkhealth and tests).
 function M.clients() return vim.deepcopy(by_root) end
+
+--- Stop every oi client; with `wait`, until they have exited (at most `wait` ms).
+function M.stop_all(wait)
+  local ids = vim.tbl_values(by_root)
+  for _, id in ipairs(ids) do
+    local c = vim.lsp.get_client_by_id(id)
+    if c then if has_011 then c:stop() else c.stop() end end
+  end
+  if wait then
+    vim.wait(wait, function()
+      for _, id in ipairs(ids) do if root_of[id] then return false end end
+      return true
+    end, 20)
+  end
+end
 
 return M

@@ -13,43 +13,62 @@ end
 function M.chat(o)
   local root = client.root(0)
   chat.open(root, true)
-  client.with_client(root, function() end) -- start the server (and the kernel) early
+  client.with_client(root, function() end) -- start the server (and its kernel) now
   if o.args ~= "" then M.send(root, o.args) end
 end
 
-local function lines_of(o)
+--- The text a command acts on: the visual selection when the range is the last one (charwise
+--- when it was), else the range's lines, else the current line. Returns text and an LSP range.
+local function selection(o)
   local first, last = o.line1, o.line2
   if o.range == 0 then first, last = vim.fn.line("."), vim.fn.line(".") end
-  return first, last, vim.api.nvim_buf_get_lines(0, first - 1, last, true)
+  local vs, ve = vim.fn.getpos("'<"), vim.fn.getpos("'>")
+  if o.range == 2 and vim.fn.visualmode() == "v" and vs[2] == first and ve[2] == last then
+    local text = vim.fn.getregion(vs, ve, { type = "v" })
+    local end_line = vim.api.nvim_buf_get_lines(0, last - 1, last, true)[1]
+    local end_col = math.min(ve[3], #end_line) -- '> past the end of the line ($)
+    return table.concat(text, "\n"), { start = { line = first - 1, character = vs[3] - 1 },
+      ["end"] = { line = last - 1, character = end_col } }
+  end
+  local lines = vim.api.nvim_buf_get_lines(0, first - 1, last, true)
+  return table.concat(lines, "\n"), { start = { line = first - 1, character = 0 },
+    ["end"] = { line = last - 1, character = #lines[#lines] } }
+end
+
+local function file_uri(buf)
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == "" or vim.bo[buf].buftype ~= "" then return nil end
+  return vim.uri_from_fname(vim.fn.fnamemodify(name, ":p"))
 end
 
 function M.run(o)
   local root = client.root(0)
-  local first, last, lines = lines_of(o)
+  local text, range = selection(o)
   local context = {
-    uri = vim.uri_from_bufnr(0),
+    uri = file_uri(0),
     language = vim.bo.filetype ~= "" and vim.bo.filetype or nil,
-    selection = table.concat(lines, "\n"),
-    range = { start = { line = first - 1, character = 0 },
-              ["end"] = { line = last - 1, character = #lines[#lines] } },
+    selection = text,
+    range = range,
   }
   local function go(instruction)
     if not instruction or vim.trim(instruction) == "" then return end
     chat.open(root, false)
-    M.send(root, instruction, context)
+    M.send(root, vim.trim(instruction), context)
   end
   if o.args ~= "" then go(o.args) else vim.ui.input({ prompt = "oi> " }, go) end
 end
 
+-- Filetypes whose language the server names otherwise (it knows the other aliases).
+local LANGUAGES = { sh = "shell", ps1 = "powershell", markdown = "python", [""] = "python" }
+
 function M.exec(o)
   local root = client.root(0)
-  local _, _, lines = lines_of(o)
-  local language = vim.bo.filetype ~= "" and vim.bo.filetype or "python"
-  local code = table.concat(lines, "\n")
+  local code = selection(o)
+  local language = LANGUAGES[vim.bo.filetype] or vim.bo.filetype
   chat.open(root, false)
   chat.gap(root)
   chat.put(root, "## Run")
-  chat.put(root, chat.fence(language, code))
+  chat.code_block(root, language, code)
   client.request(root, "oi/execute", { language = language, code = code }, function(res)
     if res.status ~= "ok" then
       chat.put(root, ("_(%s%s)_"):format(res.status, res.error and (": " .. res.error) or ""))
@@ -67,6 +86,7 @@ end
 function M.reset()
   local root = client.root(0)
   client.request(root, "oi/reset", {}, function()
+    require("oi.approval").clear(root)
     chat.clear(root)
     vim.notify("oi: conversation cleared, REPL restarted")
   end)
@@ -74,23 +94,31 @@ end
 
 function M.history()
   local root = client.root(0)
+  chat.open(root, false)
   client.request(root, "oi/history", {}, function(res) chat.load_history(root, res.messages) end)
 end
 
 function M.autorun(o)
   local root = client.root(0)
   if o.args ~= "on" and o.args ~= "off" then
-    return vim.notify("oi: :OIAutoRun on|off", vim.log.levels.ERROR)
+    return vim.notify("oi: usage: :OIAutoRun on|off", vim.log.levels.ERROR)
   end
-  client.request(root, "oi/configure", { autoRun = o.args == "on" }, function()
-    vim.notify("oi: auto-run " .. o.args)
+  client.request(root, "oi/configure", { autoRun = o.args == "on" }, function(res)
+    local on = res.settings and res.settings.autoRun
+    if o.args == "on" and not on then
+      vim.notify("oi: auto-run stays off (the workspace is not trusted)", vim.log.levels.WARN)
+    else
+      vim.notify("oi: auto-run " .. (on and "on" or "off") .. " for " .. root)
+    end
   end)
 end
 
 function M.model(o)
   local root = client.root(0)
-  client.request(root, "oi/configure", { model = o.args }, function(res)
-    vim.notify("oi: model " .. tostring(res.settings and res.settings.model or o.args))
+  local params = o.args ~= "" and { model = o.args } or {}
+  client.request(root, "oi/configure", params, function(res)
+    local name = res.settings and res.settings.model
+    vim.notify("oi: model " .. (name and name ~= vim.NIL and name or "(none configured)"))
   end)
 end
 

@@ -1,4 +1,5 @@
 -- oi.nvim: Open Interpreter in Neovim, through the oi-lsp language server.
+-- require("oi").setup{...} is optional: the commands work with the defaults below.
 local M = {}
 
 -- The documented defaults (see :help oi-config).
@@ -6,9 +7,9 @@ M.defaults = {
   cmd = { "oi-lsp" },        -- how to start the server
   settings = {},             -- the `oi` settings of docs/protocol.md (model, apiBase, apiKey, ...)
   model = nil,               -- shorthand for settings.model
-  auto_run = false,          -- shorthand for settings.autoRun
+  auto_run = nil,            -- shorthand for settings.autoRun (true/false)
   layout = "vsplit",         -- chat window: "vsplit" | "split" | "float" | "tab"
-  root_markers = { ".git", "pyproject.toml" }, -- workspace root; else the tab's cwd
+  root_markers = { ".git", "pyproject.toml", "package.json" }, -- workspace root, else the cwd
   keymaps = true,            -- false: no default keymaps (the <Plug>(oi-...) ones stay)
   notify_hidden = true,      -- vim.notify a proposal when the chat window is hidden
 }
@@ -19,20 +20,35 @@ M.config = vim.deepcopy(M.defaults)
 function M.server_settings()
   local s = vim.deepcopy(M.config.settings or {})
   if M.config.model then s.model = M.config.model end
-  if M.config.auto_run then s.autoRun = true end
+  if M.config.auto_run ~= nil then s.autoRun = M.config.auto_run end
   return s
 end
 
+-- The default keymaps: each maps to a <Plug> mapping, and none replaces a user's own.
+M.keymaps = {
+  { "n", "<leader>oc", "<Plug>(oi-chat)" },
+  { "n", "<leader>or", "<Plug>(oi-run)" },
+  { "x", "<leader>or", "<Plug>(oi-run)" },
+  { "x", "<leader>oe", "<Plug>(oi-exec)" },
+  { "n", "<leader>oe", "<Plug>(oi-exec)" },
+  { "n", "<leader>os", "<Plug>(oi-stop)" },
+}
+
 function M.setup(opts)
+  if opts ~= nil and type(opts) ~= "table" then error("oi.setup: expected a table of options") end
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  local layouts = { vsplit = true, split = true, float = true, tab = true }
+  if not layouts[M.config.layout] then
+    vim.notify(("oi: unknown layout %q (vsplit, split, float or tab); using vsplit")
+      :format(tostring(M.config.layout)), vim.log.levels.ERROR)
+    M.config.layout = "vsplit"
+  end
+  if type(M.config.cmd) == "string" then M.config.cmd = { M.config.cmd } end
   if M.config.keymaps then
-    local map = function(mode, lhs, rhs)
+    for _, k in ipairs(M.keymaps) do
+      local mode, lhs, rhs = k[1], k[2], k[3]
       if vim.fn.mapcheck(lhs, mode) == "" then vim.keymap.set(mode, lhs, rhs, { remap = true }) end
     end
-    map("n", "<leader>oc", "<Plug>(oi-chat)")
-    map("x", "<leader>or", "<Plug>(oi-run)")
-    map("x", "<leader>oe", "<Plug>(oi-exec)")
-    map("n", "<leader>os", "<Plug>(oi-stop)")
   end
 end
 
