@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 import cattrs
-from pygls.exceptions import JsonRpcInternalError
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCRequestMessage,
@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 
 def _keep(obj: dict[str, Any], cls: type[Any]) -> Any:
+    if cls is not JsonRPCResponseMessage:
+        obj = {"params": None, **obj}  # JSON-RPC lets a request leave params out
     return cls(**obj)
 
 
@@ -79,3 +81,34 @@ class PlainJsonProtocol(LanguageServerProtocol):
         except Exception as error:
             log.exception("could not send")
             self._server._report_server_error(error, JsonRpcInternalError)
+
+
+class WholeMessageProtocol(PlainJsonProtocol):
+    """Structure only the top-level JSON object into a message.
+
+    pygls hands `structure_message` to json.loads as its object hook, so every nested object
+    with a "jsonrpc" key (say, in a request's params) was taken for a message of its own; one
+    that did not fit failed the whole message, and the request was never answered. Here the
+    hook leaves every object plain and `handle_message` structures the outer one; a request
+    whose structure fails is answered with the error.
+    """
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        return data
+
+    def handle_message(self, message: Any) -> None:
+        if not isinstance(message, dict) or "jsonrpc" not in message:
+            log.warning("ignored a body that is not a JSON-RPC message: %.200r", message)
+            return
+        try:
+            structured = super().structure_message(message)
+        except JsonRpcException as exc:
+            msg_id, method = message.get("id"), message.get("method")
+            log.warning("could not read %s: %s", method or "a message", exc)
+            if msg_id is not None and method is not None:
+                self._send_response(msg_id, None, exc.to_response_error())
+            return
+        self.handle_structured(structured)
+
+    def handle_structured(self, message: Any) -> None:
+        super().handle_message(message)

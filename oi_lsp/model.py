@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import sys
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -98,10 +99,34 @@ def _import_litellm() -> ModuleType:
 
 
 def warm_up() -> asyncio.Future[ModuleType]:
-    """Start loading litellm in a thread (once); await the result to use it."""
+    """Start loading litellm in a thread (once); await the result to use it.
+
+    A daemon thread, not asyncio.to_thread: the import takes seconds (tens on a busy machine),
+    and a server told to exit must not wait for it at interpreter shutdown.
+    """
     global _loading
     if _loading is None:
-        _loading = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ModuleType] = loop.create_future()
+
+        def settle(result: ModuleType | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+
+        def load() -> None:
+            try:
+                result, error = _import_litellm(), None
+            except BaseException as exc:  # handed to whoever awaits the future
+                result, error = None, exc
+            with contextlib.suppress(RuntimeError):  # the loop may be closed by now
+                loop.call_soon_threadsafe(settle, result, error)
+
+        threading.Thread(target=load, name="litellm-import", daemon=True).start()
+        _loading = future
     return _loading
 
 

@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import run_async, run_websocket
 
-from .jsonrpc import PlainJsonProtocol
+from .jsonrpc import WholeMessageProtocol
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -49,8 +49,8 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-class GatedProtocol(PlainJsonProtocol):
-    """The server's protocol, which serves nothing before a good token (when one is set)."""
+class GatedProtocol(WholeMessageProtocol):
+    """LanguageServerProtocol that serves nothing before a good token (when one is set)."""
 
     gate: Gate
 
@@ -58,10 +58,10 @@ class GatedProtocol(PlainJsonProtocol):
         super().__init__(server, converter)
         self.gate = Gate()
 
-    def handle_message(self, message: Any) -> None:
+    def handle_structured(self, message: Any) -> None:
         gate = self.gate
         if gate.token is None or gate.admitted:
-            super().handle_message(message)
+            super().handle_structured(message)
             return
         method = getattr(message, "method", None)
         msg_id = getattr(message, "id", None)
@@ -72,7 +72,7 @@ class GatedProtocol(PlainJsonProtocol):
         if method == types.INITIALIZE and gate.check(
                 getattr(message.params, "initialization_options", None)):
             gate.admitted = True
-            super().handle_message(message)
+            super().handle_structured(message)
             return
         log.warning("refused %s: wrong or missing token", method)
         self._send_response(msg_id, None, JsonRpcException(

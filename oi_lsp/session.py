@@ -191,7 +191,8 @@ class Session:
                                                         self.settings().auto_run),
                     lambda lang, code, chunks: self._run_code(
                         turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text, spent=self.spent)
+                    registry.runnable(), on_text=self.link.show_text, spent=self.spent,
+                    spill_dir=self.store.spill_dir(self.workspace))
         self._event(turn_id, "chat", "running")
         task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
         try:
@@ -202,6 +203,7 @@ class Session:
             raise
         finally:
             self.streamer.status(turn_id, "idle")
+        await self.flush()  # a turn reported finished is on disk: a crash now loses nothing
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
         if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
@@ -289,7 +291,9 @@ class Session:
         await self.flush()
 
     def pids(self) -> list[int]:
-        return [pid for ex in self.executors.values() if (pid := ex.pid) is not None]
+        """The processes to kill when the server must stop at once (kept kernels stay)."""
+        return [pid for ex in self.executors.values()
+                if (pid := ex.pid) is not None and not ex.keep]
 
     def _usage(self, used: context.Usage) -> Usage:
         return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,

@@ -22,7 +22,8 @@ class NotAWorkspace(ValueError):
 def folder_of(uri: str) -> Path:
     path = uris.to_fs_path(uri) if uri.startswith("file:") else None
     if not path or not Path(path).is_dir():
-        raise NotAWorkspace(f"workspace {uri!r} is not a file:// URI of an existing folder")
+        shown = uri if len(uri) <= 200 else uri[:200] + "…"  # a client may send megabytes
+        raise NotAWorkspace(f"workspace {shown!r} is not a file:// URI of an existing folder")
     return Path(path).resolve()
 
 
@@ -93,11 +94,15 @@ class Sessions:
                 await session.close()
 
     def kill_all(self) -> None:
-        """Last resort when the loop is gone (client vanished): no kernel outlives us."""
+        """Last resort when the loop is gone (client vanished): no kernel outlives us, nor
+        what it started (kernels lead a process group of their own)."""
         for session in self._sessions.values():
             for pid in session.pids():
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    if os.getpgid(pid) == pid:
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 except OSError as exc:

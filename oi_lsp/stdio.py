@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import stat
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, BinaryIO
 
 from pygls.io_ import run_async
@@ -32,7 +34,10 @@ log = logging.getLogger(__name__)
 _QUIET = 2
 _MAX_WAIT = 8
 _MAX_BYTES = 256 * 1024
-_READ_LIMIT = 1 << 20  # longest header line; bodies are read by length, of any size
+_READ_LIMIT = 1 << 20  # longest header line; bodies are read by length
+_MAX_BODY = 1 << 30
+# What pygls understands in a header (it reads these two and the blank line ending them).
+_HEADER = re.compile(rb"(?:Content-Length: \d+|Content-Type: [^\r\n]*)?\r\n")
 
 
 class BatchingWriter:
@@ -91,23 +96,46 @@ class BatchingWriter:
 
 class _Reader:
     """The reader run_async expects (readline, readexactly) over an asyncio StreamReader;
-    a stream cut mid-body ends the loop like end of file instead of raising."""
+    a stream cut mid-body ends the loop like end of file instead of raising. Malformed
+    framing is logged: a header line pygls does not know is skipped (one over the read limit
+    too), a Content-Length over _MAX_BODY ends the loop (the stream cannot be LSP)."""
 
     def __init__(self, stream: asyncio.StreamReader) -> None:
         self._stream = stream
+        self._budget, self._refilled = 10.0, time.monotonic()  # log lines, a few a second
 
     async def readline(self) -> bytes:
         # Let the handler of the message just read take its first step before the next
         # message is handled, as with pygls' threaded reader: a notification's async handler
         # (didChangeConfiguration, ...) starts before a request that follows it at once.
         await asyncio.sleep(0)
-        return await self._stream.readline()
+        try:
+            line = await self._stream.readline()
+        except ValueError:  # longer than the limit: asyncio dropped it
+            self._warn("skipped a header line over %d bytes", _READ_LIMIT)
+            return b"-\r\n"
+        if line and not _HEADER.fullmatch(line):
+            self._warn("skipped a malformed LSP header line: %.100r", line)
+        return line
 
     async def readexactly(self, n: int) -> bytes:
+        if n > _MAX_BODY:
+            log.error("the client announced a message of %d bytes; stopping", n)
+            return b""
         try:
             return await self._stream.readexactly(n)
-        except asyncio.IncompleteReadError:
+        except asyncio.IncompleteReadError as exc:
+            log.error("the input ended inside a message (%d of its %d bytes came)",
+                      len(exc.partial), n)
             return b""
+
+    def _warn(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        self._budget = min(10.0, self._budget + now - self._refilled)
+        self._refilled = now
+        if self._budget >= 1:
+            self._budget -= 1
+            log.warning(message, *args)
 
 
 async def _serve(server: LanguageServer, lsp_in: BinaryIO, lsp_out: BinaryIO) -> None:

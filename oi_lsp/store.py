@@ -35,6 +35,10 @@ class Store:
         digest = hashlib.sha256(workspace.encode()).hexdigest()[:24]
         return self.root / f"{digest}.json"
 
+    def spill_dir(self, workspace: str) -> Path:
+        """Where the whole outputs of a workspace's runs go when the model sees them trimmed."""
+        return self.path(workspace).with_suffix("") / "outputs"
+
     def load(self, workspace: str) -> tuple[list[Message], str | None]:
         """The saved messages, and a notice when a damaged file had to be set aside."""
         path = self.path(workspace)

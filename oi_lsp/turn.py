@@ -11,13 +11,13 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from . import context, model
+from . import context, model, output
 from .approval import Answer
 from .executors.base import Chunk, RunResult
 from .notify import Streamer
-from .output import trim
 from .protocol import ChatContext, Message, TurnStatus
 from .settings import Settings
 
@@ -40,7 +40,8 @@ class Turn:
                  record: Callable[[Message], None], streamer: Streamer, ask: Ask,
                  run_code: RunCode, runnable: set[str],
                  on_text: Callable[[str], None] | None = None,
-                 spent: context.Usage | None = None) -> None:
+                 spent: context.Usage | None = None,
+                 spill_dir: Path | None = None) -> None:
         self.turn_id = turn_id
         self.settings = settings
         self.messages = messages  # the session's conversation; read, appended via record
@@ -50,6 +51,7 @@ class Turn:
         self.run_code = run_code
         self.runnable = runnable
         self.on_text = on_text
+        self.spill_dir = spill_dir  # where the whole of a trimmed output is kept
         self.steps = 0
         self.usage = context.Usage()  # this turn's model calls
         self.spent = spent if spent is not None else context.Usage()  # the session's
@@ -181,8 +183,14 @@ class Turn:
             result = RunResult("stopped")
             raise
         finally:
+            spill = None
+            text = output.as_text(chunks)
+            if self.spill_dir is not None and len(text) > self.settings.max_output:
+                spill = self.spill_dir / f"{self.turn_id}-{self.steps}.txt"
+                output.spill(spill, text)
             self._say("computer", "console",
-                      model_view(result, chunks, self.settings.max_output), "output", call_id)
+                      model_view(result, chunks, self.settings.max_output, spill), "output",
+                      call_id)
 
 
 def with_context(text: str, context: ChatContext | None) -> str:
@@ -201,17 +209,14 @@ def with_context(text: str, context: ChatContext | None) -> str:
     return "\n".join(parts)
 
 
-def model_view(result: RunResult, chunks: list[Chunk], limit: int) -> str:
-    """A run's output as the model gets it: text trimmed head and tail, images named."""
-    pieces = []
-    for chunk in chunks:
-        if chunk.type == "console":
-            pieces.append(chunk.content)
-        elif chunk.type == "image":
-            pieces.append("\n[an image was displayed to the user]\n")
-        else:
-            pieces.append(f"\n[{chunk.format} was displayed to the user]\n")
-    text = trim("".join(pieces), limit).strip()
+def model_view(result: RunResult, chunks: list[Chunk], limit: int,
+               spill: Path | None = None) -> str:
+    """A run's output as the model gets it: text trimmed head and tail, images named; when
+    trimmed, where the whole output is (`spill`)."""
+    whole = output.as_text(chunks)
+    text = output.trim(whole, limit).strip()
+    if spill is not None and len(whole) > limit:
+        text += f"\n[the whole output, {len(whole)} characters, is in the file {spill}]"
     if result.status == "stopped":
         text += "\n[the user stopped this run]"
     elif result.status == "error" and result.error and result.error not in text:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -126,9 +128,123 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+async def sigkill(client: Any) -> None:
+    """SIGKILL the server and wait until it is gone (not for its pipes: what it started may
+    hold its stderr open until the next server sweeps it)."""
+    proc = client.process
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    async with asyncio.timeout(30):
+        while proc.returncode is None:  # noqa: ASYNC110 (set by the child watcher)
+            await asyncio.sleep(0.02)
+    await client.close()
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return 0.0
     index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
     return ordered[index]
+
+
+class RawServer:
+    """A real `oi-lsp` over stdio, spoken to byte by byte (no LSP library in between), so a test
+    can send what no well-behaved client would. A thread reads its stdout: responses by id;
+    requests from the server are answered with null."""
+
+    def __init__(self, env: dict[str, str], stderr: Path) -> None:
+        import sys
+        import threading
+
+        self._err = open(stderr, "wb")  # closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "oi_lsp", "--log-level", "info"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._err, env={**os.environ, **env})
+        self.responses: dict[Any, dict[str, Any]] = {}
+        self.notifications = 0
+        self._cond = threading.Condition()
+        self._next_id = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    with self._cond:
+                        self._cond.notify_all()
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            assert length is not None, "the server sent a message without Content-Length"
+            message = json.loads(out.read(length))
+            if "method" in message and "id" in message:  # a request of the server's
+                self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            elif "method" in message:
+                self.notifications += 1
+            else:
+                with self._cond:
+                    self.responses[message.get("id")] = message
+                    self._cond.notify_all()
+
+    def send(self, payload: dict[str, Any] | bytes, raw: bool = False) -> None:
+        """Send one message (framed), or with raw=True the bytes exactly as given."""
+        data = payload if raw and isinstance(payload, bytes) else frame(payload)
+        stdin = self.proc.stdin
+        assert stdin is not None
+        stdin.write(data)
+        stdin.flush()
+
+    def request(self, method: str, params: Any = None, *, omit_params: bool = False,
+                timeout: float = 60) -> dict[str, Any]:
+        """Send a request and wait for its response (TimeoutError: the server hung)."""
+        self._next_id += 1
+        msg_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if not omit_params:
+            message["params"] = params
+        self.send(message)
+        return self.wait(msg_id, timeout)
+
+    def wait(self, msg_id: Any, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while msg_id not in self.responses:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no response to request {msg_id} in {timeout:g} s")
+                if self.proc.poll() is not None and not self._reader.is_alive():
+                    raise EOFError(f"the server exited ({self.proc.returncode}) without "
+                                   f"answering request {msg_id}")
+                self._cond.wait(min(left, 0.5))
+            return self.responses.pop(msg_id)
+
+    def initialize(self, folder: Path, options: dict[str, Any]) -> None:
+        self._next_id += 1
+        self.send(initialize_request(self._next_id, folder, options))
+        assert "result" in self.wait(self._next_id)
+        self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+
+    def close(self, timeout: float = 30) -> int | None:
+        """Shut down politely when possible; kill otherwise. Returns the exit code."""
+        try:
+            if self.proc.poll() is None:
+                self.request("shutdown", omit_params=True, timeout=timeout)
+                self.send({"jsonrpc": "2.0", "method": "exit"})
+                self.proc.wait(timeout)
+        except (TimeoutError, EOFError, OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._err.close()
+        return self.proc.returncode

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from oi_lsp.client import OIClient
+from oi_lsp.client import OIClient, server_command
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
 from tests.hardening import record
@@ -220,3 +220,50 @@ async def test_stopped_turn_during_run(start_server: StartServer, model: ModelSe
     assert (await client.request("oi/stop", {}))["stopped"] is True
     assert (await chat)["status"] == "stopped"
     await still_usable(client, model)
+
+
+async def test_very_slow_model_stream_is_stopped(client: OIClient, model: ModelServer) -> None:
+    # 40 pieces half a second apart: 20 s if nobody stops it.
+    model.script(ms.text("slow " * 40, pieces=40, delay=0.5))
+    chat = asyncio.create_task(client.chat("take your time"))
+    await client.wait_for("oi/stream", lambda p: p["type"] == "message"
+                          and p["role"] == "assistant" and bool(p.get("content")))
+    started = time.monotonic()
+    assert (await client.request("oi/stop", {}))["stopped"] is True
+    result = await chat
+    stopped_in = time.monotonic() - started
+    assert result["status"] == "stopped"
+    streamed = client.stream(result["turnId"], "message")
+    assert streamed.startswith("slow") and len(streamed) < len("slow " * 40)
+    history = (await client.request("oi/history", {}))["messages"]
+    assert history[-1]["role"] == "assistant" and history[-1]["content"] == streamed
+    await still_usable(client, model)
+    record("model_faults", slow_stream_stopped_s=round(stopped_in, 2))
+
+
+async def test_invalid_utf8_and_ansi_output(model: ModelServer, data_dir: Path,
+                                            workspace: Path) -> None:
+    # ipykernel has no sys.stdout.buffer; it captures fd 1 in a thread and decodes it with
+    # replacement, except when PYTEST_CURRENT_TEST is set: so the server runs without it, as
+    # it does for a user. That thread may send after the cell's idle (output lost, an ipykernel
+    # race): the sleep lets it catch up, so the test checks decoding and stripping only.
+    client = OIClient()
+    await client.start(["env", "-u", "PYTEST_CURRENT_TEST", *server_command()],
+                       env={"OI_LSP_DATA_DIR": str(data_dir)})
+    try:
+        await client.initialize([workspace], options=model.settings())
+        code = ("import os, time\n"
+                "os.write(1, b'caf\\xc3\\xa9 \\xff\\xfe bad \\x1b[31mred\\x1b[0m "
+                "\\x1b]0;title\\x07end\\n')\n"
+                "time.sleep(0.5)\n"
+                "print('\\x1b[1;32mgreen\\x1b[0m', flush=True)\n")
+        result = await client.execute("python", code)
+        assert result["status"] == "ok", result
+        text = "".join(o["content"] for o in result["outputs"])
+        assert "\x1b" not in text and "title" not in text
+        assert "café \ufffd\ufffd bad red end\n" in text
+        assert "green\n" in text
+        assert "\x1b" not in client.stream(result["turnId"], "console")
+        await still_usable(client, model)
+    finally:
+        await client.close()

@@ -100,6 +100,7 @@ class LineFilter:
         self.emit = emit
         self.start = marker(token)
         self.held = ""
+        self.last = ""  # a line is reported once, until another one runs
 
     def __call__(self, chunk: Chunk) -> None:
         if chunk.type != "console" or chunk.format != "output":
@@ -117,7 +118,8 @@ class LineFilter:
                 break
             number = text[at + len(self.start):end]
             self._text(text[:at])
-            if number.isdigit():
+            if number.isdigit() and number != self.last:
+                self.last = number
                 self.emit(Chunk("console", "active_line", number))
             text = text[end + 1:]
         keep = _prefix_overlap(text, self.start)

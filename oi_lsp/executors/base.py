@@ -49,6 +49,7 @@ class Executor(ABC):
     """
 
     language: str
+    keep: bool = False  # left running when the server stops, for the next one (keepKernel)
     # Set by the session before a run (setting activeLine): executors that can tell which line
     # runs (Python kernels, bash) then emit `console`/`active_line` chunks; others ignore it.
     active_line: bool = False

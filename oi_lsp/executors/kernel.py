@@ -5,28 +5,56 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
+import weakref
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
-from . import active_line
+from . import active_line, kernel_record
 from .base import Chunk, Emit, Executor, RunResult
 from .jupyter import Cell, settle
+from .process import kill_members, no_input, run_start
 
 log = logging.getLogger(__name__)
 
 # How often a run that hears nothing checks that the kernel process is still there.
 _LIVENESS_INTERVAL = 1.0
+_REATTACH_TIMEOUT = 10.0
+# One sweep of kernels left by dead servers per event loop (so per server), before any start.
+_sweeps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[int]] = (
+    weakref.WeakKeyDictionary())
+
+
+async def _swept() -> None:
+    loop = asyncio.get_running_loop()
+    task = _sweeps.get(loop)
+    if task is None:
+        task = _sweeps[loop] = loop.create_task(asyncio.to_thread(kernel_record.sweep))
+    with contextlib.suppress(Exception):
+        await asyncio.shield(task)
 
 
 class KernelExecutor(Executor):
-    """One kernel (ipykernel by default) started in the workspace folder."""
+    """One kernel (ipykernel by default) started in the workspace folder.
 
-    def __init__(self, language: str, kernel_name: str, cwd: Path) -> None:
+    Every kernel is recorded under the data folder (kernel_record.py). With `keep`
+    (keepKernel) it is started independent of the server and left running when the server
+    stops, and the next server's executor for the same folder reattaches to it.
+    """
+
+    def __init__(self, language: str, kernel_name: str, cwd: Path, keep: bool = False) -> None:
         self.language = language
         self.kernel_name = kernel_name
         self.cwd = cwd
+        self.keep = keep
+        self.record_path = kernel_record.path_for(cwd, language)
+        self._recording = True  # False when another live server has this folder's record
+        self._adopted: kernel_record.KernelRecord | None = None  # started by an earlier server
+        self._notice: str | None = None  # for the next run: its kernel is a new one
         self._km: AsyncKernelManager | None = None
         self._kc: Any = None
         self._ready: asyncio.Task[None] | None = None
@@ -47,8 +75,50 @@ class KernelExecutor(Executor):
         await asyncio.shield(self._ready)
 
     async def _start(self) -> None:
+        await _swept()
+        record = await asyncio.to_thread(kernel_record.load, self.record_path)
+        if record is not None:
+            # Ours too: a kept kernel of a folder this server closed and opens again.
+            if not record.owned_by_us() and record.server_alive():
+                # another server serves this folder: leave its kernel be
+                log.warning("kernel %s of %s belongs to server %s; starting one of our own",
+                            record.pid, self.cwd, record.server_pid)
+                self._recording = False
+            elif self.keep and record.kernel_alive() and await self._reattach(record):
+                self._start_readers()
+                return
+            else:
+                if record.keep and not record.kernel_alive():
+                    self._notice = ("[the kernel kept from the last session is gone; started "
+                                    "a new one, earlier variables are gone]\n")
+                await asyncio.to_thread(kernel_record.kill, record)
+        await self._launch()
+        self._start_readers()
+        # A kernel's first cell pays for setup the next ones do not (profiled: the first run
+        # in a new workspace took 2.5x a warm one). Pay it here, while the workspace opens.
+        with contextlib.suppress(TimeoutError):  # only an optimisation: never fail a start
+            await self._silent("pass")
+        log.info("kernel %s started (pid %s) in %s", self.kernel_name, self.pid, self.cwd)
+
+    async def _launch(self) -> None:
         km = AsyncKernelManager(kernel_name=self.kernel_name)
-        await km.start_kernel(cwd=str(self.cwd))
+        # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
+        # starts that reads input would wait forever; this way its read fails at once.
+        stdin = no_input()
+        try:
+            if self.keep:
+                # independent: no JPY_PARENT_PID, so the kernel outlives this server; and its
+                # output goes to a file, not to our stderr: a pipe it held would stay open
+                # after we exit, and the editor would wait on it.
+                log_path = self.record_path.with_suffix(".log")
+                await asyncio.to_thread(log_path.parent.mkdir, parents=True, exist_ok=True)
+                with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
+                    await km.start_kernel(cwd=str(self.cwd), independent=True, stdin=stdin,
+                                          stdout=out, stderr=out)
+            else:
+                await km.start_kernel(cwd=str(self.cwd), stdin=stdin)
+        finally:
+            os.close(stdin)
         kc = km.client()
         kc.start_channels()
         try:
@@ -58,12 +128,36 @@ class KernelExecutor(Executor):
             await km.shutdown_kernel(now=True)
             raise
         self._km, self._kc = km, kc
-        self._start_readers()
-        # A kernel's first cell pays for setup the next ones do not (profiled: the first run
-        # in a new workspace took 2.5x a warm one). Pay it here, while the workspace opens.
-        with contextlib.suppress(TimeoutError):  # only an optimisation: never fail a start
-            await self._silent("pass")
-        log.info("kernel %s started (pid %s) in %s", self.kernel_name, self.pid, self.cwd)
+        await self._record()
+
+    async def _reattach(self, record: kernel_record.KernelRecord) -> bool:
+        """Connect to a kernel an earlier server kept; False when it does not answer."""
+        kc = AsyncKernelClient()
+        kc.load_connection_info(record.connection)  # type: ignore[arg-type]
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=_REATTACH_TIMEOUT)
+        except (RuntimeError, TimeoutError) as exc:
+            log.warning("kept kernel %s of %s does not answer (%s)", record.pid, self.cwd, exc)
+            kc.stop_channels()
+            return False
+        self._kc, self._adopted = kc, record
+        await self._record()
+        log.info("reattached to kernel %s (pid %s) in %s", self.kernel_name, record.pid,
+                 self.cwd)
+        return True
+
+    async def _record(self) -> None:
+        pid = self.pid
+        if not self._recording or pid is None:
+            return
+        connection = (dict(self._km.get_connection_info()) if self._km is not None
+                      else self._adopted.connection if self._adopted is not None else {})
+        record = kernel_record.new(self.cwd, self.language, self.kernel_name, pid, self.keep,
+                                   connection)
+        if self._adopted is not None:
+            self._adopted = record
+        await asyncio.to_thread(kernel_record.save, record, self.record_path)
 
     def _start_readers(self) -> None:
         self._readers = [
@@ -87,15 +181,33 @@ class KernelExecutor(Executor):
     async def interrupt(self) -> None:
         if self._km is not None:
             await self._km.interrupt_kernel()
+        elif self._adopted is not None:  # as jupyter_client does: the whole process group
+            try:
+                os.killpg(self._adopted.pid, signal.SIGINT)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.kill(self._adopted.pid, signal.SIGINT)
 
     async def restart(self) -> None:
         await self.start()
-        assert self._km is not None
         # wait_for_ready reads the channels itself: the readers must not take its replies.
         self._stop_readers()
         try:
-            await self._km.restart_kernel(now=True)
-            await self._kc.wait_for_ready(timeout=60)
+            if self._km is None:  # a reattached kernel has no manager here: start anew
+                adopted, self._adopted = self._adopted, None
+                self._kc.stop_channels()
+                if adopted is not None:
+                    await asyncio.to_thread(kernel_record.kill, adopted)
+                await self._launch()
+            else:
+                await self._km.restart_kernel(now=True)
+                # New sockets: a request queued for a kernel that had died (zmq keeps it for
+                # the reconnect) must not run in the new kernel as well.
+                self._kc.stop_channels()
+                self._kc = self._km.client()
+                self._kc.start_channels()
+                await self._kc.wait_for_ready(timeout=60)
+                await self._record()  # a new pid
         finally:
             self._line_on = False
             self._start_readers()
@@ -106,16 +218,28 @@ class KernelExecutor(Executor):
         self._stop_readers()
         if self._kc is not None:
             self._kc.stop_channels()
-        if self._km is not None:
-            with contextlib.suppress(Exception):
-                await self._km.shutdown_kernel(now=True)
-        self._km = self._kc = None
+        started = self._km is not None or self._adopted is not None
+        if self.keep and started:  # left running; the record tells the next server where
+            log.info("leaving kernel %s of %s running (keepKernel)", self.pid, self.cwd)
+        else:
+            if self._km is not None:
+                with contextlib.suppress(Exception):
+                    await self._km.shutdown_kernel(now=True)
+            elif self._adopted is not None:
+                await asyncio.to_thread(kernel_record.kill, self._adopted)
+            if started and self._recording:
+                await asyncio.to_thread(kernel_record.forget, self.record_path)
+        self._km = self._kc = self._adopted = None
 
     async def is_alive(self) -> bool:
+        if self._adopted is not None:
+            return self._adopted.kernel_alive()
         return self._km is not None and bool(await self._km.is_alive())
 
     @property
     def pid(self) -> int | None:
+        if self._adopted is not None:
+            return self._adopted.pid
         provisioner = self._km.provisioner if self._km is not None else None
         pid = getattr(provisioner, "pid", None)
         return pid if isinstance(pid, int) else None
@@ -125,27 +249,47 @@ class KernelExecutor(Executor):
     async def run(self, code: str, emit: Emit) -> RunResult:
         await self.start()
         async with self._lock:
-            if not await self.is_alive():
-                await self.restart()
-                emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
-                           "earlier variables are gone]\n"))
-            if self.language == "python" and self.active_line != self._line_on:
-                await self._silent(active_line.python_setup(self.active_line, self._line_token))
-                self._line_on = self.active_line
-            if self._line_on:
-                emit = active_line.LineFilter(emit, self._line_token)
-            cell = Cell()
-            msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
-            self._routes[msg_id] = cell.queue
+            lines = active_line.LineFilter(emit, self._line_token)
+            if self._notice is not None:
+                emit(Chunk("console", "output", self._notice))
+                self._notice = None
             try:
-                return await self._collect(cell, emit)
-            except asyncio.CancelledError:
-                await settle(cell, self.interrupt, self._restart_unresponsive)
-                raise
+                # A kernel killed since the last run may still look alive until it is reaped:
+                # when it dies before taking the cell, start a new one and send the cell again.
+                for _attempt in (1, 2):
+                    if not await self.is_alive():
+                        await self.restart()
+                        emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
+                                   "earlier variables are gone]\n"))
+                    if self.language == "python" and self.active_line != self._line_on:
+                        await self._silent(active_line.python_setup(self.active_line,
+                                                                    self._line_token))
+                        self._line_on = self.active_line
+                    result = await self._run_cell(code, lines if self._line_on else emit)
+                    if result is not None:
+                        return result
+                emit(Chunk("console", "output", "\n[the kernel died before running this]\n"))
+                return RunResult("error", "the kernel died")
             finally:
-                del self._routes[msg_id]
-                if isinstance(emit, active_line.LineFilter):
-                    emit.flush()
+                lines.flush()
+
+    async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
+        """One execute request; None when the kernel died before it started the cell."""
+        cell = Cell()
+        msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
+        self._routes[msg_id] = cell.queue
+        since = run_start()
+        try:
+            return await self._collect(cell, emit)
+        except asyncio.CancelledError:
+            await settle(cell, self.interrupt, self._restart_unresponsive)
+            # The interrupt reached the whole process group, but what ignores SIGINT
+            # (a shell's background job) is still there: end what this run started.
+            if (pid := self.pid) is not None:
+                await kill_members(pid, exclude=pid, since=since)
+            raise
+        finally:
+            del self._routes[msg_id]
 
     async def _silent(self, code: str) -> None:
         """Run housekeeping code that is no cell of the user's: no output, no history."""
@@ -161,13 +305,15 @@ class KernelExecutor(Executor):
         if cell.reply is not None and cell.reply.get("status") != "ok":
             log.warning("kernel setup code failed: %s", cell.reply.get("evalue"))
 
-    async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
+    async def _collect(self, cell: Cell, emit: Emit) -> RunResult | None:
         while not cell.done:
             try:
                 async with asyncio.timeout(_LIVENESS_INTERVAL):
                     channel, msg = await cell.next()
             except TimeoutError:
                 if not await self.is_alive():
+                    if not cell.busy:
+                        return None
                     emit(Chunk("console", "output", "\n[the kernel died during this run]\n"))
                     return RunResult("error", "the kernel died")
                 continue

@@ -7,6 +7,7 @@ import codecs
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,16 +23,26 @@ REINTERRUPT = 0.3
 READ_SIZE = 65536
 
 
+def no_input() -> int:
+    """/dev/null opened for writing only, to be a program's stdin: reading it fails at once
+    (EBADF) in every language, where an empty stdin would hang nothing but pass silently."""
+    return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+
+
 async def spawn(argv: Sequence[str], cwd: Path, *, stdin_pipe: bool,
                 env: dict[str, str] | None = None,
                 pass_fds: Sequence[int] = ()) -> asyncio.subprocess.Process:
     """Start `argv` in its own session (so its whole tree can be signalled), stderr merged into
-    stdout (one stream, in the order it was written), stdin a pipe or /dev/null."""
-    return await asyncio.create_subprocess_exec(
-        *argv, cwd=str(cwd),
-        stdin=asyncio.subprocess.PIPE if stdin_pipe else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True, env={**os.environ, **(env or {})}, pass_fds=tuple(pass_fds))
+    stdout (one stream, in the order it was written), stdin a pipe or `no_input()`."""
+    stdin = asyncio.subprocess.PIPE if stdin_pipe else no_input()
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv, cwd=str(cwd), stdin=stdin,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, **(env or {})}, pass_fds=tuple(pass_fds))
+    finally:
+        if stdin != asyncio.subprocess.PIPE:
+            os.close(stdin)
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -39,21 +50,36 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def group_members(pgid: int, exclude: int | None = None) -> list[psutil.Process]:
-    """Processes of group `pgid` (orphans included, which a walk of children would miss)."""
+def group_members(pgid: int, exclude: int | None = None,
+                  since: float = 0.0) -> list[psutil.Process]:
+    """Processes of group `pgid` (orphans included, which a walk of children would miss),
+    started at `since` (time.time()) or later."""
     members = []
-    for proc in psutil.process_iter():
+    for proc in psutil.process_iter(["create_time"]):
         try:
-            if proc.pid != exclude and os.getpgid(proc.pid) == pgid:
+            if (proc.pid != exclude and os.getpgid(proc.pid) == pgid
+                    and (proc.info["create_time"] or 0.0) >= since):
                 members.append(proc)
         except (ProcessLookupError, psutil.Error):
             continue
     return members
 
 
-async def kill_members(pgid: int, exclude: int | None = None) -> None:
-    """SIGTERM what a stopped run left behind in the group, SIGKILL what survives the grace."""
-    members = await asyncio.to_thread(group_members, pgid, exclude)
+def run_start() -> float:
+    """Now, on the clock of psutil's create_time: boot time + time since boot. (On Linux that
+    boot time is whole seconds, so time.time() can be a second off.) A little early, as start
+    times are counted in clock ticks."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is None:
+        return time.time() - 0.05
+    return psutil.boot_time() + time.clock_gettime(boottime) - 0.02
+
+
+async def kill_members(pgid: int, exclude: int | None = None, since: float = 0.0) -> None:
+    """SIGTERM what a stopped run left behind in the group, SIGKILL what survives the grace.
+    With `since`, only what started during the run: a server an earlier run put in the
+    background keeps running."""
+    members = await asyncio.to_thread(group_members, pgid, exclude, since)
     if not members:
         return
     for proc in members:
@@ -90,13 +116,26 @@ class OutputReader:
         self.stream = stream
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.pending = ""  # read past the previous run's marker (background output)
+        self.begun = False  # the begin marker of the current run was seen
 
-    async def until_marker(self, marker: str, emit: Emit) -> int | None:
-        """Emit output until `marker<status>\\n`; the status, or None at end of stream."""
+    async def until_marker(self, marker: str, emit: Emit, begin: str | None = None) -> int | None:
+        """Emit output until `marker<status>\\n`; the status, or None at end of stream.
+
+        With `begin`, the line `begin\\n` (the REPL saying it took the run) is taken out of
+        the output and `begun` set: at end of stream, `begun` tells whether the REPL died
+        before the run or during it.
+        """
         buf, self.pending = self.pending, ""
         while True:
-            at = buf.find(marker)
-            if at >= 0:
+            if begin is not None and not self.begun:
+                at = buf.find(begin + "\n")
+                if at >= 0:
+                    _emit(emit, buf[:at])
+                    buf = buf[at + len(begin) + 1:]
+                    self.begun = True
+            if begin is not None and not self.begun:
+                keep = _prefix_overlap(buf, begin + "\n")
+            elif (at := buf.find(marker)) >= 0:
                 newline = buf.find("\n", at)
                 if newline >= 0:
                     _emit(emit, buf[:at])

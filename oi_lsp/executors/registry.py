@@ -48,7 +48,7 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
              "install R (Debian: apt install r-base-core)"),
     Language("powershell", ("pwsh", "ps1"), "subprocess", ("pwsh",),
              "install PowerShell 7 (pwsh)"),
-    Language("java", (), "compile", ("java",),
+    Language("java", (), "compile", ("javac",),
              "install a JDK 11+ (Debian: apt install default-jdk-headless)"),
     Language("applescript", ("osascript",), "compile", ("osascript",),
              "AppleScript runs only on macOS (osascript)"),
@@ -134,7 +134,8 @@ def create(language: str, cwd: Path, kernel_name: str,
         return gateway.remote_or_local(language, cwd, settings,
                                        lambda: _create_local(language, cwd, kernel_name),
                                        language_name)
-    return _create_local(language, cwd, kernel_name)
+    return _create_local(language, cwd, kernel_name,
+                         keep=settings is not None and settings.keep_kernel)
 
 
 async def remote_kernels(settings: Settings | None) -> dict[str, str]:
@@ -151,9 +152,9 @@ async def remote_kernels(settings: Settings | None) -> dict[str, str]:
         return {}
 
 
-def _create_local(language: str, cwd: Path, kernel_name: str) -> Executor:
+def _create_local(language: str, cwd: Path, kernel_name: str, keep: bool = False) -> Executor:
     if language == "python":
-        return KernelExecutor("python", kernel_name, cwd)
+        return KernelExecutor("python", kernel_name, cwd, keep=keep)
     kernel = kernel_languages().get(language)
     if kernel is not None:  # an installed kernel beats a subprocess REPL
         return KernelExecutor(language, kernel, cwd)
@@ -167,7 +168,9 @@ def _create_local(language: str, cwd: Path, kernel_name: str) -> Executor:
         raise UnknownLanguage(f"cannot run {lang.name} here: {_missing(lang)}; "
                               f"{lang.install_hint}")
     if lang.name == "java":
-        return oneshot.OneShotExecutor("java", ".java", lambda path: [program, str(path)], cwd,
+        # `java File.java` compiles in memory and runs (JDK 11+); javac says a JDK is there.
+        java = str(Path(program).with_name("java"))
+        return oneshot.OneShotExecutor("java", ".java", lambda path: [java, str(path)], cwd,
                                        oneshot.java_source)
     if lang.name == "applescript":
         return oneshot.OneShotExecutor("applescript", ".applescript",

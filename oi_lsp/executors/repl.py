@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from . import active_line
 from .base import Chunk, Emit, Executor, RunResult
 from .process import (
     INTERRUPT_GRACE,
@@ -30,6 +31,7 @@ from .process import (
     OutputReader,
     end_group,
     kill_members,
+    run_start,
     signal_group,
     spawn,
 )
@@ -37,6 +39,7 @@ from .process import (
 log = logging.getLogger(__name__)
 
 MARKER_PREFIX = "__oi_end_"
+BEGIN_PREFIX = "__oi_begin_"  # + token: the REPL took the run (see ReplExecutor.run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +47,11 @@ class ReplSpec:
     """How to drive one interpreter.
 
     `argv` starts it; `setup` is sent once after start; `command(file, token)` is the line that
-    runs a file and prints MARKER_PREFIX + token + "__" + status. With `channel == "stdin"` the
-    commands go to the REPL's stdin (and the command itself puts the code's stdin on /dev/null);
-    with "fd" they go to a pipe whose number is in $OI_CMD_FD, and stdin is /dev/null outright.
+    prints BEGIN_PREFIX + token, runs a file and prints MARKER_PREFIX + token + "__" + status.
+    With `channel == "stdin"` the commands go to the REPL's stdin (and the command itself puts
+    the code's stdin on /dev/null); with "fd" they go to a pipe whose number is in $OI_CMD_FD,
+    and stdin is /dev/null (write-only: reading input fails at once) outright.
+    `line_command`, when the language has one, is `command` reporting active lines.
     """
 
     language: str
@@ -55,6 +60,7 @@ class ReplSpec:
     command: Callable[[str, str], str]
     channel: str = "fd"
     setup: str = ""
+    line_command: Callable[[str, str, str], str] | None = None  # (file, token, line token)
 
 
 def _q(path: str) -> str:
@@ -62,13 +68,26 @@ def _q(path: str) -> str:
 
 
 # Shells: SIGINT ends the sourced file with status 130 and leaves the shell itself alive.
+# The code's stdin is /dev/null opened for writing: a read fails at once (bad file descriptor).
 def _posix_command(path: str, token: str) -> str:
-    return f". {_q(path)} </dev/null; printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$?\"\n"
+    return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; . {_q(path)} 0>/dev/null; "
+            f"printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$?\"\n")
+
+
+def _bash_line_command(path: str, token: str, line_token: str) -> str:
+    """bash with active lines: a DEBUG trap (inherited into the sourced file by `set -T`)
+    reports each simple command's line of that file. It writes to fd 19, a copy of the REPL's
+    stdout, so a command substitution or a redirection in the code never captures a marker."""
+    report = (f"[[ ${{BASH_SOURCE[0]-}} == {_q(path)} ]] && "
+              f"printf '\\002{line_token}:%d\\003' \"$LINENO\" >&19")
+    return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; set -T; trap {_q(report)} DEBUG; "
+            f". {_q(path)} 0>/dev/null 19>&1; __oi_s=$?; trap - DEBUG; set +T; "
+            f"printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$__oi_s\"\n")
 
 
 def _fish_command(path: str, token: str) -> str:
-    return (f"source {_q(path)} </dev/null; printf '{MARKER_PREFIX}%s__%d\\n' {token} "
-            "$status\n")
+    return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; source {_q(path)} </dev/null; "
+            f"printf '{MARKER_PREFIX}%s__%d\\n' {token} $status\n")
 
 
 _POSIX_SETUP = "trap 'return 130 2>/dev/null' INT\n"
@@ -94,6 +113,7 @@ const input = rl.createInterface({input: fs.createReadStream(null, {fd: +process
 input.on('line', async (line) => {
   const {file, token} = JSON.parse(line);
   current = token;
+  process.stdout.write('__oi_begin_' + token + '\n');
   try {
     let value = vm.runInThisContext(fs.readFileSync(file, 'utf8'), {filename: 'code'});
     if (value && typeof value.then === 'function') value = await value;
@@ -114,6 +134,7 @@ loop do
     line = commands.gets
     break if line.nil?
     file, token = line.chomp.split("\t", 2)
+    $stdout.write("__oi_begin_#{token}\n")
     status = 0
     begin
       eval(File.read(file), scope, 'code', 1)
@@ -141,6 +162,7 @@ local({
     line <- tryCatch(readLines(commands, n = 1), interrupt = function(e) character(0))
     if (length(line) == 0) { if (isOpen(commands)) next else quit(save = "no") }
     parts <- strsplit(line, "\t", fixed = TRUE)[[1]]
+    cat(sprintf("__oi_begin_%s\n", parts[2])); flush(stdout())
     status <- tryCatch({
       withCallingHandlers(
         source(parts[1], local = globalenv(), echo = FALSE, print.eval = TRUE),
@@ -166,7 +188,8 @@ def _tab_command(path: str, token: str) -> str:
 
 def _pwsh_command(path: str, token: str) -> str:
     quoted = path.replace("'", "''")
-    return (f"$global:LASTEXITCODE = 0; $__oi_ok = $true; "
+    return (f"[Console]::Out.Write('{BEGIN_PREFIX}{token}`n'); "
+            f"$global:LASTEXITCODE = 0; $__oi_ok = $true; "
             f"try {{ . '{quoted}' }} catch {{ $__oi_ok = $false; Write-Error $_ }}; "
             f"$__oi_s = if (-not $__oi_ok -or -not $?) {{ 1 }} else {{ $LASTEXITCODE }}; "
             f"[Console]::Out.Write('{MARKER_PREFIX}' + '{token}' + '__' + $__oi_s + \"`n\")\n")
@@ -179,7 +202,8 @@ def shell_spec(language: str, program: str) -> ReplSpec:
         return ReplSpec(language, (program, "--no-config"), ".fish", _fish_command, "stdin")
     argv: tuple[str, ...] = (program, "--noprofile", "--norc") if name == "bash" else (
         (program, "-f") if name == "zsh" else (program,))
-    return ReplSpec(language, argv, ".sh", _posix_command, "stdin", _POSIX_SETUP)
+    return ReplSpec(language, argv, ".sh", _posix_command, "stdin", _POSIX_SETUP,
+                    _bash_line_command if name == "bash" else None)
 
 
 def node_spec(program: str) -> ReplSpec:
@@ -214,6 +238,7 @@ class ReplExecutor(Executor):
         self._lock = asyncio.Lock()
         self._runs = 0
         self._lost: str | None = None  # why the previous REPL ended, told on the next run
+        self._line_token = active_line.new_token()
 
     @property
     def name(self) -> str:
@@ -302,23 +327,31 @@ class ReplExecutor(Executor):
 
     async def run(self, code: str, emit: Emit) -> RunResult:
         async with self._lock:
-            await self._ensure(emit)
-            assert self._dir is not None and self._reader is not None
             self._runs += 1
+            if self._dir is None:
+                self._dir = tempfile.TemporaryDirectory(prefix=f"oi-{self.spec.language}-")
             path = Path(self._dir.name) / f"run{self._runs}{self.spec.suffix}"
             path.write_text(code if code.endswith("\n") else code + "\n", encoding="utf-8")
-            token = secrets.token_hex(8)
-            marker = f"{MARKER_PREFIX}{token}__"
+            lines = self.active_line and self.spec.line_command is not None
+            if lines:
+                emit = active_line.LineFilter(emit, self._line_token)
             try:
-                self._send(self.spec.command(str(path), token))
-                status = await self._reader.until_marker(marker, emit)
-            except asyncio.CancelledError:
-                await self._settle(marker, emit)
-                raise
-            except (BrokenPipeError, ConnectionResetError):
-                status = None
+                # A REPL that died since the last run may look alive until the kernel has
+                # reaped it: when its output ends before it took the run, start a new one and
+                # send the run again (once).
+                for attempt in (1, 2):
+                    status = await self._run_file(path, emit, lines)
+                    assert self._reader is not None
+                    if status is not None or self._reader.begun or attempt == 2:
+                        break
+                    proc = self._proc
+                    await self._stop_process()
+                    if proc is not None:
+                        self._lost = self._lost or f"it exited ({_exit_text(proc.returncode)})"
             finally:
                 path.unlink(missing_ok=True)
+                if isinstance(emit, active_line.LineFilter):
+                    emit.flush()
             if status is None:
                 return await self._died(emit)
             if status == 0:
@@ -326,6 +359,27 @@ class ReplExecutor(Executor):
             if status == 130:
                 return RunResult("stopped", "interrupted", exit_code=status)
             return RunResult("error", f"exit status {status}", exit_code=status)
+
+    async def _run_file(self, path: Path, emit: Emit, lines: bool) -> int | None:
+        """Send one run to the REPL and stream its output: its status, or None when the output
+        ended without it (the reader's `begun` says whether the REPL had taken the run)."""
+        await self._ensure(emit)
+        assert self._reader is not None and self._proc is not None
+        token = secrets.token_hex(8)
+        marker, begin = f"{MARKER_PREFIX}{token}__", f"{BEGIN_PREFIX}{token}"
+        command = (self.spec.line_command(str(path), token, self._line_token)
+                   if lines and self.spec.line_command is not None
+                   else self.spec.command(str(path), token))
+        self._reader.begun = False
+        since = run_start()
+        try:
+            self._send(command)
+            return await self._reader.until_marker(marker, emit, begin)
+        except asyncio.CancelledError:
+            await self._settle(marker, begin, since, emit)
+            raise
+        except (BrokenPipeError, ConnectionResetError):
+            return None
 
     async def _ensure(self, emit: Emit) -> None:
         """A REPL to run in: started on first use, started anew (saying so) after it died."""
@@ -355,13 +409,13 @@ class ReplExecutor(Executor):
         await self._stop_process()
         return RunResult("error", f"the {self.name} REPL exited ({why})")
 
-    async def _settle(self, marker: str, emit: Emit) -> None:
+    async def _settle(self, marker: str, begin: str, since: float, emit: Emit) -> None:
         """After a cancelled run: SIGINT the group until the marker comes; if it does not come
         within the grace, end the group (the next run starts a new REPL). Either way, what the
         run left in the group (background jobs) is killed too."""
         proc, reader = self._proc, self._reader
         assert proc is not None and reader is not None
-        wait = asyncio.create_task(reader.until_marker(marker, emit))
+        wait = asyncio.create_task(reader.until_marker(marker, emit, begin))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + INTERRUPT_GRACE
         try:
@@ -378,7 +432,7 @@ class ReplExecutor(Executor):
             self._lost = "it was killed to stop a run"
             await self._stop_process()
             return
-        await kill_members(proc.pid, exclude=proc.pid)
+        await kill_members(proc.pid, exclude=proc.pid, since=since)
 
 
 def _zombie(pid: int) -> bool:
