@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import os
 import re
 import sys
@@ -19,6 +21,10 @@ from typing import Any
 
 from . import local
 from .settings import Settings
+
+# %verbose output goes to the server log whatever --log-level says.
+_verbose = logging.getLogger("oi_lsp.verbose")
+_verbose.setLevel(logging.INFO)
 
 SYSTEM_MESSAGE = """\
 You are Open Interpreter, a world-class programmer that can complete any goal by executing code.
@@ -167,6 +173,9 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
                  reply: Reply) -> AsyncIterator[str]:
     """Yield the reply's text as it streams; tool calls and finish reason land in `reply`."""
     args = completion_args(settings, messages)
+    if settings.verbose:
+        _verbose.info("request to %s: %s", settings.model, json.dumps(messages,
+                                                                      ensure_ascii=False))
     litellm = await warm_up()
     try:
         response = await litellm.acompletion(**args)

@@ -77,6 +77,13 @@ class Streamer:
         self.flush()
         self._emit((turn_id, "computer", "status", state), content=text)
 
+    def resources(self, turn_id: str, repl: protocol.ReplStatus, text: str) -> None:
+        """A REPL's figures during a long run; a status chunk, like `status`."""
+        self.flush()
+        chunk = protocol.StreamChunk(turn_id=turn_id, workspace=self._workspace, role="computer",
+                                     type="status", format="resources", content=text, repl=repl)
+        self._send(protocol.STREAM, chunk.wire())
+
     def close(self) -> None:
         """End the open block, after sending what it still holds."""
         self.flush()

@@ -22,6 +22,11 @@ HISTORY = "oi/history"
 CONFIGURE = "oi/configure"
 LANGUAGES = "oi/languages"
 MODELS = "oi/models"
+SESSIONS = "oi/sessions"
+STATUS = "oi/status"
+SESSION_OPEN = "oi/session/open"
+SESSION_NEW = "oi/session/new"
+SESSION_EXPORT = "oi/session/export"
 
 STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
@@ -177,6 +182,77 @@ class LanguagesResult(Wire):
     languages: list[LanguageInfo]
 
 
+# Conversations (issue 9) ----------------------------------------------------------------------
+
+CONVERSATION_ID = r"^[A-Za-z0-9_-]{1,64}$"
+ExportFormat = Literal["json", "markdown", "ipynb"]
+
+
+class ConversationInfo(Wire):
+    id: str
+    title: str  # the first line of the first user message ("" while there is none)
+    created: str  # ISO 8601, UTC
+    updated: str
+    message_count: int
+    current: bool
+
+
+class SessionsResult(Wire):
+    workspace: str
+    current: str
+    sessions: list[ConversationInfo]
+
+
+class SessionOpenParams(WorkspaceParams):
+    id: str = Field(pattern=CONVERSATION_ID)
+
+
+class SessionResult(Wire):
+    """The conversation now open (after oi/session/open or oi/session/new)."""
+
+    workspace: str
+    id: str
+    messages: list[Message]
+
+
+class SessionExportParams(WorkspaceParams):
+    id: str | None = Field(default=None, pattern=CONVERSATION_ID)
+    format: ExportFormat
+
+
+class SessionExportResult(Wire):
+    id: str
+    format: ExportFormat
+    title: str
+    content: str
+
+
+# Resource monitor (issue 9) -------------------------------------------------------------------
+
+
+class ReplStatus(Wire):
+    """One REPL of a workspace and what it costs (figures cover its process and children)."""
+
+    language: str
+    pid: int | None = None  # None for a REPL that has not started, or runs remotely
+    alive: bool
+    busy: bool  # running code now
+    cpu_percent: float | None = None  # of one core
+    rss: int | None = None  # resident memory, bytes
+    uptime: float | None = None  # seconds since the process started
+
+
+class TurnState(Wire):
+    state: Literal["idle", "thinking", "waiting", "running"]
+    turn_id: str | None = None
+
+
+class StatusResult(Wire):
+    workspace: str
+    turn: TurnState
+    repls: list[ReplStatus]
+
+
 class LocalServer(Wire):
     """One local model server preset, as oi/models found it."""
 
@@ -205,6 +281,7 @@ class StreamChunk(Wire):
     content: str | None = None
     start: bool | None = None
     end: bool | None = None
+    repl: ReplStatus | None = None  # status chunks of format `resources`
 
 
 class Risk(Wire):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,10 @@ from .protocol import (
     ModelsResult,
     OkResult,
     Proposal,
+    SessionExportParams,
+    SessionOpenParams,
+    SessionResult,
+    SessionsResult,
     StopResult,
     WorkspaceParams,
 )
@@ -36,7 +43,7 @@ from .remote import GatedProtocol
 from .session import Busy, Session
 from .sessions import NotAWorkspace, Sessions
 from .settings import SettingsError, check, client_section, env_layer, split_known
-from .store import Store
+from .store import DamagedConversation, Store, UnknownConversation
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +88,20 @@ class OIServer(LanguageServer):
         action = box.result()
         return Answer("run" if getattr(action, "title", None) == "Run" else "skip")
 
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        if not actions:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=f"oi-lsp: {text}"))
+            return None
+        try:
+            choice = await self.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Warning, message=f"oi-lsp: {text}",
+                actions=[types.MessageActionItem(title) for title in actions]))
+        except JsonRpcException as exc:  # a client without message boxes: nobody agreed
+            log.warning("could not ask the user: %s", exc)
+            return None
+        return getattr(choice, "title", None)
+
     def show_text(self, text: str, error: bool = False) -> None:
         if error:
             self.window_show_message(types.ShowMessageParams(
@@ -122,6 +143,17 @@ def _session(ls: OIServer, params: WorkspaceParams | ApproveParams,
         raise JsonRpcInvalidParams(str(exc)) from None
 
 
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """A session's refusals as JSON-RPC errors: busy, or no such conversation."""
+    try:
+        yield
+    except (Busy, DamagedConversation) as exc:
+        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
+    except UnknownConversation as exc:
+        raise JsonRpcInvalidParams(f"id: {exc}") from None
+
+
 def _parse(model_cls: type[protocol.M], params: Any) -> protocol.M:
     try:
         return protocol.parse(model_cls, params)
@@ -148,6 +180,11 @@ def initialize(ls: OIServer, params: types.InitializeParams) -> None:
 
 @SERVER.feature(types.INITIALIZED)
 def initialized(ls: OIServer, params: types.InitializedParams) -> None:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # once: initialized comes once
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning,
+            message="oi-lsp runs as root: code the model proposes runs with full control of "
+                    "this machine. Run the editor as a normal user if you can."))
     model.warm_up()  # load litellm in the background so the first turn does not wait
 
 
@@ -256,6 +293,45 @@ async def languages(ls: OIServer, params: Any) -> dict[str, Any]:
     remote = await registry.remote_kernels(settings)  # what a kernel gateway runs
     return LanguagesResult(languages=registry.describe(settings.kernel_name, settings,
                                                        remote)).wire()
+
+
+@SERVER.feature(protocol.STATUS)
+async def status(ls: OIServer, params: Any) -> dict[str, Any]:
+    return (await _session(ls, _parse(WorkspaceParams, params)).status()).wire()
+
+
+@SERVER.feature(protocol.SESSIONS)
+async def sessions(ls: OIServer, params: Any) -> dict[str, Any]:
+    session = _session(ls, _parse(WorkspaceParams, params))
+    return SessionsResult(workspace=session.workspace, current=session.conversation_id,
+                          sessions=await session.conversations()).wire()
+
+
+@SERVER.feature(protocol.SESSION_OPEN)
+async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(SessionOpenParams, params)
+    session = _session(ls, p)
+    with _refusals():
+        await session.open_conversation(p.id)
+    return SessionResult(workspace=session.workspace, id=session.conversation_id,
+                         messages=session.messages).wire()
+
+
+@SERVER.feature(protocol.SESSION_NEW)
+async def session_new(ls: OIServer, params: Any) -> dict[str, Any]:
+    session = _session(ls, _parse(WorkspaceParams, params))
+    with _refusals():
+        await session.new_conversation()
+    return SessionResult(workspace=session.workspace, id=session.conversation_id,
+                         messages=session.messages).wire()
+
+
+@SERVER.feature(protocol.SESSION_EXPORT)
+async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(SessionExportParams, params)
+    session = _session(ls, p)
+    with _refusals():
+        return (await session.export(p.id, p.format)).wire()
 
 
 @SERVER.feature(protocol.MODELS)

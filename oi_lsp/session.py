@@ -5,30 +5,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import context, profiles, protocol, risk
+from . import context, export, magic, profiles, protocol, risk
 from .approval import Answer, Approvals
 from .executors import registry
 from .executors.base import Chunk, Executor, RunResult
 from .model import ModelError
+from .monitor import MemoryRestart, Watch
 from .notify import Streamer
 from .protocol import (
     ChatParams,
     ChatResult,
+    ConversationInfo,
     ExecuteParams,
     ExecuteResult,
+    ExportFormat,
     Message,
     Output,
     Proposal,
     Risk,
+    SessionExportResult,
+    StatusResult,
     TurnEvent,
+    TurnState,
     Usage,
 )
 from .settings import Settings, SettingsError, check, combine, split_known
-from .store import Store
+from .store import Store, Summary, title_of
+from .store import new_id as new_conversation_id
 from .turn import Outcome, Turn
 
 log = logging.getLogger(__name__)
@@ -47,6 +56,10 @@ class Link(Protocol):
         """Text for clients that do not render oi/stream (no-op for those that do)."""
         ...
 
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        """A warning for the user; with actions, the one they chose (None if none)."""
+        ...
+
 
 class Busy(RuntimeError):
     """A turn already runs in this workspace."""
@@ -63,10 +76,15 @@ class Session:
         self.base_layers = base_layers
         self.overrides: dict[str, Any] = {}
         self.profile_layers: list[dict[str, Any]] = []  # user profile, then .oi/profile.yaml
-        self.messages, notice = store.load(workspace)
-        if notice:
-            link.show_text(notice, error=True)
-        self.streamer = Streamer(link.send, workspace)
+        loaded = store.load(workspace)
+        self.conversation_id = loaded.id
+        self.messages = loaded.messages
+        self.created = loaded.created
+        if loaded.notice:
+            link.show_text(loaded.notice, error=True)
+        self.streamer = Streamer(self._send, workspace)
+        self.watch = Watch(self.settings, link.tell)
+        self._state = TurnState(state="idle")
         self.executors: dict[str, Executor] = {}
         self._turn: asyncio.Task[Outcome] | None = None
         self._runs: set[asyncio.Task[RunResult]] = set()
@@ -137,9 +155,15 @@ class Session:
 
         self.streamer.status(turn_id, "running")
         try:
-            executor = self._executor(registry.canonical(language))
+            name = registry.canonical(language)
+            executor = self._executor(name)
             executor.active_line = self.settings().active_line
-            return await executor.execute(code, emit, timeout)
+            return await self.watch.run(
+                name, executor, executor.execute(code, emit, timeout),
+                lambda repl, text: self.streamer.resources(turn_id, repl, text))
+        except MemoryRestart as exc:
+            emit(Chunk("console", "output", f"\n[stopped: {exc}]\n"))
+            return RunResult("error", str(exc))
         except registry.UnknownLanguage as exc:
             emit(Chunk("console", "output", f"{exc}\n"))
             return RunResult("error", str(exc))
@@ -168,7 +192,8 @@ class Session:
             self._dirty = False
             snapshot = list(self.messages)
             try:
-                await asyncio.to_thread(self.store.save, self.workspace, snapshot)
+                await asyncio.to_thread(self.store.save, self.workspace, self.conversation_id,
+                                        snapshot, self.created)
             except OSError:
                 log.exception("could not save the session of %s", self.workspace)
 
@@ -176,25 +201,100 @@ class Session:
         if self._saving is not None:
             await self._saving
 
+    # Conversations -----------------------------------------------------------------------
+
+    async def conversations(self) -> list[ConversationInfo]:
+        """The saved conversations, the open one (as it is now) first, then newest first."""
+        saved = await asyncio.to_thread(self.store.summaries, self.workspace)
+        mine = next((s for s in saved if s.id == self.conversation_id), None)
+        current = Summary(self.conversation_id, title_of(self.messages), self.created,
+                          mine.updated if mine else self.created, len(self.messages))
+        return [ConversationInfo(id=s.id, title=s.title, created=_iso(s.created),
+                                 updated=_iso(s.updated), message_count=s.message_count,
+                                 current=s is current)
+                for s in [current, *(s for s in saved if s.id != self.conversation_id)]]
+
+    async def export(self, conversation_id: str | None, fmt: ExportFormat) -> SessionExportResult:
+        conversation_id, messages = await self.conversation(conversation_id)
+        title = title_of(messages)
+        content = await asyncio.to_thread(export.render, messages, fmt, title)
+        return SessionExportResult(id=conversation_id, format=fmt, title=title, content=content)
+
+    async def open_conversation(self, conversation_id: str) -> None:
+        """Switch to a saved conversation (the REPLs and their variables stay). Raises Busy,
+        UnknownConversation, or DamagedConversation (the file then has been moved aside)."""
+        self._check_idle()
+        if conversation_id == self.conversation_id:
+            return
+        messages = await asyncio.to_thread(self.store.read, self.workspace, conversation_id)
+        self._check_idle()
+        await self.flush()
+        await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
+        self._switch(conversation_id, messages)
+
+    async def new_conversation(self) -> None:
+        """Start an empty conversation; the open one stays saved. An empty one is reused."""
+        self._check_idle()
+        await self.begin_conversation([])
+
+    async def begin_conversation(self, messages: list[Message]) -> None:
+        """Open a new conversation holding `messages` (the open one stays saved; an empty one
+        is reused). The caller makes sure no turn runs but its own."""
+        await self.flush()
+        conversation_id = self.conversation_id if not self.messages else new_conversation_id()
+        await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
+        self._switch(conversation_id, messages)
+        if messages:
+            self._save_soon()
+
+    def keep_messages(self, count: int) -> None:
+        """Drop every message after the first `count` (%undo)."""
+        del self.messages[count:]
+        self._save_soon()
+
+    def conversation_file(self) -> Path:
+        return self.store.path(self.workspace, self.conversation_id)
+
+    def _switch(self, conversation_id: str, messages: list[Message]) -> None:
+        self.conversation_id = conversation_id
+        self.messages = messages
+        self.created = time.time()
+
+    async def conversation(self, conversation_id: str | None) -> tuple[str, list[Message]]:
+        """The id and messages of the open conversation, or of a saved one."""
+        if conversation_id is None or conversation_id == self.conversation_id:
+            return self.conversation_id, list(self.messages)
+        return conversation_id, await asyncio.to_thread(self.store.read, self.workspace,
+                                                        conversation_id)
+
+    def _check_idle(self) -> None:
+        if self._turn is not None and not self._turn.done():
+            raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+
     # Requests ----------------------------------------------------------------------------
 
     async def chat(self, params: ChatParams) -> ChatResult:
-        if self._turn is not None and not self._turn.done():
-            raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+        self._check_idle()
         await self.load_profiles()
         turn_id = new_id()
         settings = self.settings()
-        # autoRun is read when each proposal comes, so turning it on during a turn (a client's
-        # "always") covers the turn's next proposals too.
-        turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
-                    lambda lang, code, _auto: self._ask(turn_id, settings, lang, code,
-                                                        self.settings().auto_run),
-                    lambda lang, code, chunks: self._run_code(
-                        turn_id, lang, code, chunks, settings.execution_timeout),
-                    registry.runnable(), on_text=self.link.show_text, spent=self.spent,
-                    spill_dir=self.store.spill_dir(self.workspace))
+        work: Coroutine[Any, Any, Outcome]
+        turn: Turn | None = None  # magic commands are no model turn: no usage
+        if magic.is_command(params.message):  # answered here, never sent to the model
+            work = self._magic(turn_id, params.message, settings)
+        else:
+            # autoRun is read when each proposal comes, so turning it on during a turn (a
+            # client's "always") covers the turn's next proposals too.
+            turn = Turn(turn_id, settings, self.messages, self.record, self.streamer,
+                        lambda lang, code, _auto: self._ask(turn_id, settings, lang, code,
+                                                            self.settings().auto_run),
+                        lambda lang, code, chunks: self._run_code(
+                            turn_id, lang, code, chunks, settings.execution_timeout),
+                        registry.runnable(), on_text=self.link.show_text, spent=self.spent,
+                        spill_dir=self.store.spill_dir(self.workspace))
+            work = turn.run(params.message, params.context)
         self._event(turn_id, "chat", "running")
-        task = self._turn = asyncio.create_task(turn.run(params.message, params.context))
+        task = self._turn = asyncio.create_task(work)
         try:
             outcome = await _outcome(task)
         except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
@@ -206,11 +306,32 @@ class Session:
         await self.flush()  # a turn reported finished is on disk: a crash now loses nothing
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
-        if settings.max_budget is not None and turn.usage.calls and turn.usage.cost is None:
+        if settings.max_budget is not None and turn is not None and turn.usage.calls \
+                and turn.usage.cost is None:
             self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
                                 f"{settings.model!r}", error=True)
-        self._event(turn_id, "chat", outcome.status, outcome.error, self._usage(turn.usage))
+        self._event(turn_id, "chat", outcome.status, outcome.error,
+                    self._usage(turn.usage) if turn is not None else None)
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
+
+    async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
+        said: list[str] = []
+
+        def say(text: str) -> None:
+            said.append(text)
+            self.streamer.content(turn_id, "computer", "console", "output", text)
+
+        async def shell(command: str) -> RunResult:
+            self.streamer.whole(turn_id, "computer", "confirmation", "shell", command)
+            return await self._run_code(turn_id, "shell", command, [],
+                                        settings.execution_timeout)
+
+        try:
+            return await magic.run(message, self, magic.Console(say, shell))
+        finally:
+            self.streamer.close()
+            if said:
+                self.link.show_text("".join(said))
 
     async def _ask(self, turn_id: str, settings: Settings, language: str, code: str,
                    auto_run: bool) -> Answer:
@@ -222,6 +343,7 @@ class Session:
                 turn_id=turn_id, workspace=self.workspace, proposal_id=f"auto-{new_id()}",
                 language=language, code=code, auto_run=True, risk=found).wire())
             return Answer("run")
+        self._state = TurnState(state="waiting", turn_id=turn_id)
         proposal_id, future = self.approvals.open(self.workspace)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
                             language=language, code=code, auto_run=False, risk=found)
@@ -279,21 +401,41 @@ class Session:
         return bool(tasks)
 
     async def reset(self) -> None:
+        """Stop, start a new empty conversation (the old one stays saved), restart the REPLs."""
         await self.stop()
-        self.messages.clear()
-        self._save_soon()
-        await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
+        await self.new_conversation()
+        await self.restart_repls()
 
     async def close(self) -> None:
         await self.stop()
+        self.watch.close()
         await asyncio.gather(*(ex.shutdown() for ex in self.executors.values()),
                              return_exceptions=True)
         await self.flush()
+
+    async def restart_repls(self) -> None:
+        await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
+
+    def repls(self) -> list[tuple[str, int | None]]:
+        return [(language, ex.pid) for language, ex in self.executors.items()]
 
     def pids(self) -> list[int]:
         """The processes to kill when the server must stop at once (kept kernels stay)."""
         return [pid for ex in self.executors.values()
                 if (pid := ex.pid) is not None and not ex.keep]
+
+    async def status(self) -> StatusResult:
+        return StatusResult(workspace=self.workspace, turn=self._state,
+                            repls=await self.watch.status(self.executors))
+
+    def _send(self, method: str, params: dict[str, Any]) -> None:
+        """Everything the streamer sends; the status chunks also tell oi/status the state."""
+        if method == protocol.STREAM and params.get("type") == "status" \
+                and params.get("format") in ("idle", "thinking", "running"):
+            state = params["format"]
+            self._state = TurnState(state=state,
+                                    turn_id=None if state == "idle" else params["turnId"])
+        self.link.send(method, params)
 
     def _usage(self, used: context.Usage) -> Usage:
         return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
@@ -337,6 +479,10 @@ def merge_outputs(chunks: list[Chunk]) -> list[Output]:
             groups.append((chunk, [chunk.content]))
     return [Output(type=first.type, format=first.format, content="".join(parts))
             for first, parts in groups]
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_id() -> str:

@@ -64,6 +64,10 @@ class Settings(BaseModel):
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
+    verbose: bool = False  # log every model request (%verbose)
+    # Past this resident memory (MB) a REPL is restarted, when the user agrees ("ask") or at once.
+    kernel_memory_limit_mb: int | None = Field(default=None, gt=0, alias="kernelMemoryLimitMB")
+    kernel_memory_limit_action: Literal["ask", "restart"] = "ask"
     # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
     safe_mode: Literal["off", "ask", "auto"] = "off"
     restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted

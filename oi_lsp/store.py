@@ -1,4 +1,13 @@
-"""Saving and loading a workspace's conversation, atomically, under the user data folder."""
+"""Saving and loading a workspace's conversations, atomically, under the user data folder.
+
+Layout (under `<data dir>/sessions/`):
+    <hash of the workspace URI>/<conversation id>.json   one file per conversation
+    <hash of the workspace URI>/current                  the id of the open conversation
+    <hash of the workspace URI>.json                     the old single-conversation file: moved
+                                                         into the folder (migrated) when read
+Every write goes to a temp file, is fsynced and renamed over the old file, so a server killed
+at any moment leaves the old or the new file whole.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +15,24 @@ import hashlib
 import json
 import logging
 import os
+import re
+import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 from pydantic import TypeAdapter, ValidationError
 
-from .protocol import Message
+from .protocol import CONVERSATION_ID, Message
 
 log = logging.getLogger(__name__)
 
 _MESSAGES = TypeAdapter(list[Message])
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_ID = re.compile(CONVERSATION_ID)  # ids name files: no dots, no slashes
+TITLE_LENGTH = 80
 
 
 def data_dir() -> Path:
@@ -25,51 +40,199 @@ def data_dir() -> Path:
     return Path(os.environ.get("OI_LSP_DATA_DIR") or platformdirs.user_data_dir("oi-lsp"))
 
 
+class UnknownConversation(LookupError):
+    """No saved conversation of this workspace has that id."""
+
+
+class DamagedConversation(ValueError):
+    """A conversation file that cannot be read; it has been moved aside (the message says where)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    id: str
+    title: str
+    created: float
+    updated: float
+    message_count: int
+
+
+@dataclass(slots=True)
+class Loaded:
+    """The conversation a workspace had open, and a notice when a damaged file was set aside."""
+
+    id: str
+    messages: list[Message]
+    created: float
+    notice: str | None = None
+
+
+def new_id() -> str:
+    """Sorts by creation time; random enough that two servers never collide."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def valid_id(conversation_id: str) -> bool:
+    return bool(_ID.match(conversation_id))
+
+
+def title_of(messages: list[Message]) -> str:
+    """The first line of the first user message, shortened."""
+    first = next((m.content for m in messages if m.role == "user" and m.content.strip()), "")
+    line = first.strip().splitlines()[0] if first.strip() else ""
+    return line if len(line) <= TITLE_LENGTH else line[:TITLE_LENGTH - 1].rstrip() + "…"
+
+
 class Store:
-    """One JSON file per workspace, named by a hash of its URI."""
+    """The conversations of every workspace, one folder per workspace (named by a hash)."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or data_dir()) / "sessions"
 
-    def path(self, workspace: str) -> Path:
-        digest = hashlib.sha256(workspace.encode()).hexdigest()[:24]
-        return self.root / f"{digest}.json"
+    def _digest(self, workspace: str) -> str:
+        return hashlib.sha256(workspace.encode()).hexdigest()[:24]
+
+    def folder(self, workspace: str) -> Path:
+        return self.root / self._digest(workspace)
 
     def spill_dir(self, workspace: str) -> Path:
         """Where the whole outputs of a workspace's runs go when the model sees them trimmed."""
-        return self.path(workspace).with_suffix("") / "outputs"
+        return self.folder(workspace) / "outputs"
 
-    def load(self, workspace: str) -> tuple[list[Message], str | None]:
-        """The saved messages, and a notice when a damaged file had to be set aside."""
-        path = self.path(workspace)
+    def path(self, workspace: str, conversation_id: str) -> Path:
+        if not valid_id(conversation_id):
+            raise UnknownConversation(f"no conversation {conversation_id!r}")
+        return self.folder(workspace) / f"{conversation_id}.json"
+
+    # Reading -----------------------------------------------------------------------------
+
+    def load(self, workspace: str) -> Loaded:
+        """The conversation the workspace had open (a new empty one when there is none)."""
+        self._migrate(workspace)
+        current = self._current(workspace)
+        if current is None:
+            return Loaded(new_id(), [], time.time())
         try:
-            raw = path.read_bytes()
+            messages, created = self._read(workspace, current)
+            return Loaded(current, messages, created)
+        except UnknownConversation:
+            return Loaded(current, [], time.time())
+        except DamagedConversation as exc:
+            return Loaded(new_id(), [], time.time(), f"{exc}; a new conversation started.")
+
+    def read(self, workspace: str, conversation_id: str) -> list[Message]:
+        """Raises UnknownConversation, or DamagedConversation after moving the file aside."""
+        return self._read(workspace, conversation_id)[0]
+
+    def _read(self, workspace: str, conversation_id: str) -> tuple[list[Message], float]:
+        path = self.path(workspace, conversation_id)
+        try:
+            data = _parse(path.read_bytes())
+            return _MESSAGES.validate_python(data["messages"]), float(
+                data.get("created") or data.get("updated") or 0)
         except FileNotFoundError:
-            return [], None
-        try:
-            data = json.loads(raw)
-            messages = _MESSAGES.validate_python(data["messages"])
-            return messages, None
-        except (ValueError, KeyError, TypeError, ValidationError) as exc:
-            aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-            path.rename(aside)
-            log.error("session file %s is damaged (%s); moved to %s", path, exc, aside)
-            return [], (f"The saved conversation could not be read ({type(exc).__name__}); "
-                        f"it was moved to {aside} and a new conversation started.")
+            raise UnknownConversation(f"no conversation {conversation_id!r}") from None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+            raise DamagedConversation(_set_aside(path, exc)) from None
 
-    def save(self, workspace: str, messages: list[Message]) -> None:
-        """Write to a temp file, fsync, rename: a crash leaves the old or the new file whole."""
-        path = self.path(workspace)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def summaries(self, workspace: str) -> list[Summary]:
+        """Every readable saved conversation of the workspace, newest first. A damaged file is
+        left where it is (it is moved aside when someone opens it) and skipped."""
+        self._migrate(workspace)
+        summaries = []
+        for path in self.folder(workspace).glob("*.json"):
+            try:
+                data = _parse(path.read_bytes())
+                messages = data["messages"]
+                title = data.get("title")
+                if not isinstance(title, str):
+                    title = title_of(_MESSAGES.validate_python(messages))
+                updated = float(data.get("updated") or path.stat().st_mtime)
+                summaries.append(Summary(path.stem, title,
+                                         float(data.get("created") or updated), updated,
+                                         len(messages)))
+            except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+                log.warning("skipping unreadable conversation %s: %s", path, exc)
+        return sorted(summaries, key=lambda s: s.updated, reverse=True)
+
+    def _current(self, workspace: str) -> str | None:
+        try:
+            text = (self.folder(workspace) / "current").read_text().strip()
+        except OSError:
+            return None
+        return text if valid_id(text) else None
+
+    def _migrate(self, workspace: str) -> None:
+        """Move the single-conversation file of older versions into the workspace's folder,
+        as its open conversation (a rename: the file itself is kept as it was)."""
+        legacy = self.root / f"{self._digest(workspace)}.json"
+        if not legacy.exists():
+            return
+        conversation_id = new_id()
+        self.folder(workspace).mkdir(parents=True, exist_ok=True)
+        os.replace(legacy, self.path(workspace, conversation_id))
+        self.set_current(workspace, conversation_id)
+        log.info("moved %s into %s", legacy, self.folder(workspace))
+
+    # Writing -----------------------------------------------------------------------------
+
+    def save(self, workspace: str, conversation_id: str, messages: list[Message],
+             created: float) -> None:
+        """Write the conversation and mark it as the open one."""
         body = json.dumps({
             "version": FORMAT_VERSION,
             "workspace": workspace,
+            "id": conversation_id,
+            "title": title_of(messages),
+            "created": created,
             "updated": time.time(),
             "messages": [m.model_dump(by_alias=True, exclude_none=True) for m in messages],
         }, ensure_ascii=False).encode()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(body)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        _write(self.path(workspace, conversation_id), body)
+        if self._current(workspace) != conversation_id:
+            self.set_current(workspace, conversation_id)
+
+    def set_current(self, workspace: str, conversation_id: str) -> None:
+        _write(self.folder(workspace) / "current", conversation_id.encode())
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("not a JSON object")
+    return data
+
+
+def _write(path: Path, body: bytes) -> None:
+    """Temp file, fsync, rename, fsync the folder: a crash leaves the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a power cut
+    finally:
+        os.close(fd)
+
+
+def _set_aside(path: Path, exc: Exception) -> str:
+    """Move a damaged file to `<name>.corrupt-<time>` (never deleted); say what happened."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    why = f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        os.replace(path, aside)
+    except OSError as move_error:
+        log.error("session file %s is damaged (%s) and could not be moved: %s",
+                  path, why, move_error)
+        return f"The saved conversation {path} could not be read ({why}) and was left in place"
+    log.error("session file %s is damaged (%s); moved to %s", path, why, aside)
+    return f"The saved conversation could not be read ({why}); it was moved to {aside}"

@@ -13,6 +13,7 @@ export function folders(): Folder[] {
 
 export class ChatView implements vscode.WebviewViewProvider {
     private view: vscode.WebviewView | undefined;
+    private refreshing: Promise<void> = Promise.resolve();
     readonly router = new Router(folders());
 
     constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server) {
@@ -40,29 +41,45 @@ export class ChatView implements vscode.WebviewViewProvider {
         await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
     }
 
-    /** Tell the view about the folders, the current one and trust; then reload its history. */
-    async refresh(): Promise<void> {
+    /** The folders, the current one, trust and auto-run, for the view's header. */
+    updateHeader(): void {
         this.router.setFolders(folders());
         this.post({
             type: 'folders', folders: this.router.folders, current: this.router.current,
             trusted: vscode.workspace.isTrusted,
             autoRun: vscode.workspace.isTrusted && vscode.workspace.getConfiguration('oi').get<boolean>('autoRun') === true,
         });
+    }
+
+    /**
+     * The header, then the current folder's conversation from the server (oi/history). A chat
+     * sent meanwhile waits for it, so the history never replaces what the user just sent.
+     */
+    refresh(): Promise<void> {
+        const previous = this.refreshing;
+        this.refreshing = previous.then(() => this.loadHistory());
+        return this.refreshing;
+    }
+
+    private async loadHistory(): Promise<void> {
+        this.updateHeader();
         try {
             const history = await this.server.request<{ workspace: string; messages: unknown[] }>(
                 'oi/history', this.router.current ? { workspace: this.router.current } : {});
             this.post({ type: 'history', workspace: history.workspace, messages: history.messages });
+            // A proposal asked before the view (re)loaded can still be answered.
+            for (const proposal of this.router.pendingProposals()) this.post({ type: 'proposal', proposal });
         } catch (err) {
             this.post({ type: 'error', message: `Could not load the conversation: ${errorText(err)}` });
         }
     }
 
-    /** Sends a chat turn and shows its failure, if any (the stream shows the rest). */
+    /** Sends a chat turn. Its end (and error) arrives as oi/turn; a refused request shows here. */
     async chat(params: Record<string, unknown>, shown: string): Promise<void> {
+        await this.refreshing;
         this.post({ type: 'user', text: shown });
         try {
-            const result = await this.server.request<{ status: string; error?: string }>('oi/chat', params);
-            if (result.status === 'error') this.post({ type: 'error', message: result.error ?? 'the turn failed' });
+            await this.server.request('oi/chat', params);
         } catch (err) {
             this.post({ type: 'error', message: errorText(err) });
         }

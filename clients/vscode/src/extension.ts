@@ -5,23 +5,18 @@ import { onInterpreterChange } from './python';
 import { folderOf, selectionChat } from './router';
 import { API_KEY_SECRET, Server } from './server';
 import { autoRunAllowed } from './settings';
+import { StatusBar } from './statusBar';
 
 let running: Server | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
     const server = running = new Server(context);
     const chat = new ChatView(context.extensionUri, server);
-    const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 100);
-    status.command = 'oi.stop';
+    const status = new StatusBar();
     context.subscriptions.push(server, status,
         vscode.window.registerWebviewViewProvider(VIEW_ID, chat));
-
-    server.onNotification(() => {
-        const s = chat.router.status();
-        status.text = s === 'idle' ? '' : `$(sync~spin) Open Interpreter: ${s === 'thinking' ? 'model thinking' : 'running'}`;
-        status.tooltip = 'Click to stop';
-        if (s === 'idle') status.hide(); else status.show();
-    });
+    // The chat view's listener runs first (it was added first), so the router's status is current.
+    server.onNotification(() => status.show(chat.router.status()));
 
     const command = (id: string, run: (...args: unknown[]) => unknown): void => {
         context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
@@ -46,6 +41,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         if (folder && chat.router.current !== folder.uri) {
             chat.router.switchTo(folder.uri);
             void chat.refresh();
+            status.show(chat.router.status());
         }
         return text.trim() ? { text, editor } : undefined;
     };
@@ -65,6 +61,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         const sel = selection();
         if (!sel) return;
         await chat.reveal();
+        chat.post({ type: 'run', language: sel.editor.document.languageId, code: sel.text });
         await server.request('oi/execute', {
             language: sel.editor.document.languageId, code: sel.text,
             ...(chat.router.current ? { workspace: chat.router.current } : {}),
@@ -115,13 +112,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
                 void server.restart().then(() => chat.refresh());
             } else if (e.affectsConfiguration('oi')) {
                 void server.pushSettings();
-                void chat.refresh();
+                chat.updateHeader();
             }
         }),
         vscode.workspace.onDidChangeWorkspaceFolders(() => void chat.refresh()),
         vscode.workspace.onDidGrantWorkspaceTrust(() => {
+            // The server learns the workspace is trusted now (it never auto-ran before).
             void server.pushSettings();
-            void chat.refresh();
+            chat.updateHeader();
         }),
     );
     const interpreter = await onInterpreterChange(() => {

@@ -17,6 +17,7 @@ export type ToWebview =
     | { type: 'proposal'; proposal: Record<string, unknown> }
     | { type: 'turn'; turn: Record<string, unknown> }
     | { type: 'user'; text: string }
+    | { type: 'run'; language: string; code: string }
     | { type: 'error'; message: string }
     | { type: 'cleared' };
 
@@ -72,6 +73,8 @@ export function folderOf(document: string, folders: Folder[]): Folder | undefine
 export class Router {
     current: string | undefined;
     private statuses = new Map<string, Status>();
+    /** Unanswered proposals by id, so a view that reloads can still answer them. */
+    private pending = new Map<string, Record<string, unknown>>();
 
     constructor(public folders: Folder[] = []) {
         this.current = folders[0]?.uri;
@@ -105,6 +108,12 @@ export class Router {
         }
         if (method === TURN && workspace) {
             this.statuses.set(workspace, p.status === 'running' ? (p.kind === 'execute' ? 'running' : 'thinking') : 'idle');
+            if (p.status !== 'running') {
+                for (const [id, proposal] of this.pending) if (proposal.turnId === p.turnId) this.pending.delete(id);
+            }
+        }
+        if (method === PROPOSAL && p.autoRun !== true && typeof p.proposalId === 'string') {
+            this.pending.set(p.proposalId, p);
         }
         // With no folder open the server uses its working directory: show everything then.
         if (this.current !== undefined && !sameFolder(workspace, this.current)) return undefined;
@@ -116,6 +125,11 @@ export class Router {
         }
     }
 
+    /** The current folder's proposals still waiting for an answer. */
+    pendingProposals(): Record<string, unknown>[] {
+        return [...this.pending.values()].filter((p) => this.current === undefined || sameFolder(p.workspace as string, this.current));
+    }
+
     /** A webview message that is an oi/* request: its method and params (with the folder). */
     request(message: FromWebview): { method: string; params: Record<string, unknown> } | undefined {
         const workspace = this.current ? { workspace: this.current } : {};
@@ -125,6 +139,7 @@ export class Router {
                 return text ? { method: 'oi/chat', params: { message: text, ...workspace } } : undefined;
             }
             case 'approve': {
+                this.pending.delete(message.proposalId);
                 const params: Record<string, unknown> = { proposalId: message.proposalId, decision: message.decision, ...workspace };
                 if (message.decision === 'edit') params.code = message.code ?? '';
                 return { method: 'oi/approve', params };

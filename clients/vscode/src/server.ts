@@ -7,7 +7,7 @@ import {
 } from 'vscode-languageclient/node';
 import { selectedInterpreter } from './python';
 import { PROPOSAL, STREAM, TURN } from './router';
-import { configuredServer, serverSettings } from './settings';
+import { configuredServer, serverSettings, settingsUpdate } from './settings';
 import { findServer } from './serverPath';
 
 export const API_KEY_SECRET = 'oi.apiKey';
@@ -36,6 +36,8 @@ export class Server implements vscode.Disposable {
     private starting: Promise<LanguageClient | undefined> | undefined;
     readonly output: vscode.LogOutputChannel;
     private readonly listeners: Array<(method: string, params: unknown) => void> = [];
+    /** The settings the running server last got: a key missing now is sent as null. */
+    private sent: Record<string, unknown> | undefined;
 
     constructor(private readonly context: vscode.ExtensionContext) {
         this.output = vscode.window.createOutputChannel('Open Interpreter', { log: true });
@@ -45,9 +47,13 @@ export class Server implements vscode.Disposable {
         this.listeners.push(listener);
     }
 
+    /** The `oi` settings for the server, with the API key from SecretStorage (never settings.json). */
     async settings(): Promise<Record<string, unknown>> {
         const apiKey = await this.context.secrets.get(API_KEY_SECRET);
-        return { ...serverSettings(vscode.workspace.getConfiguration('oi'), vscode.workspace.isTrusted, apiKey) };
+        const update = settingsUpdate(this.sent,
+            serverSettings(vscode.workspace.getConfiguration('oi'), vscode.workspace.isTrusted, apiKey));
+        this.sent = update;
+        return update;
     }
 
     /** The running client, started on first use. Undefined when the server cannot start. */
@@ -80,7 +86,7 @@ export class Server implements vscode.Disposable {
             // No documentSelector: oi-lsp serves the workspace, not documents.
             documentSelector: [],
             outputChannel: this.output,
-            initializationOptions: { oi: await this.settings() },
+            initializationOptions: { oi: await this.freshSettings() },
             middleware: {
                 workspace: {
                     // A pull of the `oi` section gets what a push sends: the API key from
@@ -109,6 +115,12 @@ export class Server implements vscode.Disposable {
         }
         this.client = client;
         return client;
+    }
+
+    /** The settings for a server that has had none yet. */
+    private async freshSettings(): Promise<Record<string, unknown>> {
+        this.sent = undefined;
+        return this.settings();
     }
 
     /** Sends the current settings (after a settings change or a new API key). */

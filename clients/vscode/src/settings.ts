@@ -13,6 +13,8 @@ export interface ServerSettings {
     apiKey?: string;
     autoRun: boolean;
     executionTimeout?: number;
+    /** False in a workspace the user has not trusted: the server then never auto-runs. */
+    trusted: boolean;
 }
 
 function nonEmpty(value: unknown): string | undefined {
@@ -24,7 +26,7 @@ function nonEmpty(value: unknown): string | undefined {
  * nulls are left out (the server refuses a wrong type); an untrusted workspace never auto-runs.
  */
 export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: string): ServerSettings {
-    const settings: ServerSettings = { autoRun: trusted && config.get<boolean>('autoRun') === true };
+    const settings: ServerSettings = { autoRun: trusted && config.get<boolean>('autoRun') === true, trusted };
     const model = nonEmpty(config.get('model'));
     if (model) settings.model = model;
     const apiBase = nonEmpty(config.get('apiBase'));
@@ -35,6 +37,21 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     }
     if (apiKey) settings.apiKey = apiKey;
     return settings;
+}
+
+/**
+ * The settings to push after `previous` was sent: a key the user cleared is sent as null, so the
+ * server drops the old value (the server keeps client values key by key). A key never sent stays
+ * absent, so the server's environment defaults (OI_MODEL, ...) still apply.
+ */
+export function settingsUpdate(
+    previous: Readonly<Record<string, unknown>> | undefined, next: ServerSettings,
+): Record<string, unknown> {
+    const update: Record<string, unknown> = { ...next };
+    for (const key of Object.keys(previous ?? {})) {
+        if (!(key in update)) update[key] = null;
+    }
+    return update;
 }
 
 /** Whether a toggle of auto-run may turn it on: never in an untrusted workspace. */

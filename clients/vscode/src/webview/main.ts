@@ -1,7 +1,25 @@
 // The chat page. It only renders what the extension posts (docs/protocol.md's notifications and
 // oi/history) and posts the user's actions back; it never talks to the server itself.
 import DOMPurify from 'dompurify';
-import { marked } from 'marked';
+import hljs from 'highlight.js/lib/core';
+import bash from 'highlight.js/lib/languages/bash';
+import css from 'highlight.js/lib/languages/css';
+import java from 'highlight.js/lib/languages/java';
+import javascript from 'highlight.js/lib/languages/javascript';
+import json from 'highlight.js/lib/languages/json';
+import markdown from 'highlight.js/lib/languages/markdown';
+import plaintext from 'highlight.js/lib/languages/plaintext';
+import powershell from 'highlight.js/lib/languages/powershell';
+import python from 'highlight.js/lib/languages/python';
+import r from 'highlight.js/lib/languages/r';
+import ruby from 'highlight.js/lib/languages/ruby';
+import shell from 'highlight.js/lib/languages/shell';
+import sql from 'highlight.js/lib/languages/sql';
+import typescript from 'highlight.js/lib/languages/typescript';
+import xml from 'highlight.js/lib/languages/xml';
+import yaml from 'highlight.js/lib/languages/yaml';
+import { Marked } from 'marked';
+import { markedHighlight } from 'marked-highlight';
 
 interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
@@ -19,9 +37,27 @@ const folderSelect = $<HTMLSelectElement>('oi-folder');
 const statusBox = $<HTMLElement>('oi-status');
 const statusText = $<HTMLElement>('oi-status-text');
 
+// The languages oi-lsp runs (and a few that models write about); others show as plain text.
+for (const [name, lang] of Object.entries({
+    bash, css, java, javascript, json, markdown, plaintext, powershell, python, r, ruby, shell, sql, typescript, xml, yaml,
+})) hljs.registerLanguage(name, lang);
+hljs.registerAliases(['pwsh', 'ps1'], { languageName: 'powershell' });
+hljs.registerAliases(['node'], { languageName: 'javascript' });
+
+/** Highlighted HTML of code (highlight.js escapes the code itself). */
+function highlight(code: string, language: string): string {
+    const known = hljs.getLanguage(language) ? language : 'plaintext';
+    return hljs.highlight(code, { language: known, ignoreIllegals: true }).value;
+}
+
+const markdownParser = new Marked(
+    { gfm: true, breaks: false },
+    markedHighlight({ emptyLangClass: 'hljs', langPrefix: 'hljs language-', highlight }),
+);
+
 /** Markdown to safe HTML: scripts, event handlers and javascript: URLs are removed. */
 export function renderMarkdown(text: string): string {
-    return DOMPurify.sanitize(marked.parse(text, { async: false, gfm: true, breaks: false }));
+    return DOMPurify.sanitize(markdownParser.parse(text, { async: false }));
 }
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
@@ -69,16 +105,24 @@ function codeBlock(language: string, code: string, cls: string): HTMLElement {
     head.append(el('span', 'oi-lang', language));
     box.append(head);
     const pre = el('pre', 'oi-source');
-    pre.append(el('code', `language-${language}`, code));
+    pre.append(el('code', `hljs language-${language}`));
     box.append(pre);
+    setCode(box, code);
     log.append(box);
     lastCode = box;
     return box;
 }
 
 function setCode(box: HTMLElement, code: string): void {
-    const codeEl = box.querySelector('.oi-source code');
-    if (codeEl) codeEl.textContent = code;
+    const codeEl = box.querySelector<HTMLElement>('.oi-source code');
+    if (!codeEl) return;
+    codeEl.innerHTML = DOMPurify.sanitize(highlight(code, box.dataset.language ?? 'plaintext'));
+    codeEl.dataset.code = code;
+}
+
+/** The code a block shows, as text. */
+function codeOf(box: HTMLElement | undefined): string | undefined {
+    return box?.querySelector<HTMLElement>('.oi-source code')?.dataset.code;
 }
 
 function outputOf(box: HTMLElement | undefined): HTMLPreElement {
@@ -133,8 +177,25 @@ function openBlock(c: Chunk): Block {
     return { kind: c.type ?? 'unknown', node: el('div'), text: '' };
 }
 
+/** The line of the running code that executes now (setting activeLine): shown in its head. */
+function activeLine(line: string | undefined): void {
+    const head = lastCode?.querySelector('.oi-code-head');
+    if (!head) return;
+    let mark = head.querySelector<HTMLElement>('.oi-active-line');
+    if (!mark) {
+        mark = el('span', 'oi-active-line');
+        head.append(mark);
+    }
+    mark.textContent = line ? `line ${line}` : '';
+}
+
 function stream(c: Chunk): void {
-    if (c.type === 'status') return setStatus(c.format ?? 'idle');
+    if (c.type === 'status') {
+        if (c.format === 'idle') log.querySelectorAll('.oi-active-line').forEach((m) => m.remove());
+        return setStatus(c.format ?? 'idle');
+    }
+    // Not a block and not output: never joins the open console block.
+    if (c.type === 'console' && c.format === 'active_line') return activeLine(c.content);
     const k = key(c);
     if (c.start) {
         open.set(k, openBlock(c));
@@ -179,8 +240,13 @@ function answered(box: HTMLElement, note: string): void {
 }
 
 function proposal(p: Proposal): void {
+    if (log.querySelector(`[data-proposal-id="${CSS.escape(p.proposalId)}"]`)) return;
+    // A view reloaded while the proposal waits: oi/history already showed its code as proposed.
+    const past = log.lastElementChild as HTMLElement | null;
+    if (past?.classList.contains('oi-past') && codeOf(past) === p.code) past.remove();
     const box = codeBlock(p.language, p.code, 'oi-proposal');
     box.dataset.proposalId = p.proposalId;
+    box.dataset.turnId = p.turnId;
     if (p.risk && p.risk.level !== 'low') { // the server's risk check: always shown
         box.append(el('div', `oi-risk oi-risk-${p.risk.level}`,
             `Risk: ${p.risk.level} (${p.risk.reasons.join('; ')})`));
@@ -230,10 +296,16 @@ function proposal(p: Proposal): void {
     scrollDown();
 }
 
-/** A turn ended: its unanswered proposals can no longer be answered. */
-function expire(turnId: string): void {
+/** A turn ended: its unanswered proposals can no longer be answered; what ran says so. */
+function expire(turnId: string, status: string): void {
+    const ended: Record<string, string> = status === 'stopped'
+        ? { 'running': 'stopped', 'edited, running': 'edited, stopped' }
+        : { 'running': 'ran', 'edited, running': 'ran, edited' };
     for (const box of log.querySelectorAll<HTMLElement>('.oi-proposal')) {
-        if (box.querySelector('.oi-actions') && box.dataset.turnId === turnId) answered(box, 'expired');
+        if (box.dataset.turnId !== turnId) continue;
+        if (box.querySelector('.oi-actions')) answered(box, 'expired');
+        const note = box.querySelector('.oi-note');
+        if (note?.textContent && ended[note.textContent]) note.textContent = ended[note.textContent];
     }
     awaitingRun.delete(turnId);
 }
@@ -248,7 +320,7 @@ function setStatus(status: string): void {
 function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
     if (t.status === 'running') return setStatus(t.kind === 'execute' ? 'running' : 'thinking');
     setStatus('idle');
-    expire(t.turnId);
+    expire(t.turnId, t.status);
     if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
     if (t.status === 'error') showError(t.error ?? 'the turn failed');
     scrollDown();
@@ -261,6 +333,12 @@ function showError(message: string): void {
 
 function addUser(text: string): void {
     log.append(el('div', 'oi-user', text));
+    scrollDown();
+}
+
+/** Code the user ran directly (Run Selection in Session): its output streams under it. */
+function userRun(language: string, code: string): void {
+    answered(codeBlock(language, code, 'oi-ran oi-user-run'), 'your run');
     scrollDown();
 }
 
@@ -285,7 +363,7 @@ function history(messages: Message[]): void {
         } else if (m.role === 'computer' && m.type === 'confirmation') {
             // It belongs to the proposal just before it, if that one is not matched yet.
             const note = lastCode?.querySelector('.oi-note');
-            const code = note?.textContent === 'proposed' ? lastCode?.querySelector('.oi-source code')?.textContent : undefined;
+            const code = note?.textContent === 'proposed' ? codeOf(lastCode) : undefined;
             if (lastCode && code === m.content) lastCode.querySelector('.oi-note')!.textContent = 'ran';
             else if (lastCode && code !== undefined) {
                 setCode(lastCode, m.content);
@@ -318,13 +396,8 @@ window.addEventListener('message', (event: MessageEvent) => {
     const m = event.data as { type: string } & Record<string, unknown>;
     switch (m.type) {
         case 'stream': return stream(m.chunk as Chunk);
-        case 'proposal': {
-            const p = m.proposal as Proposal;
-            proposal(p);
-            const box = log.querySelector<HTMLElement>(`[data-proposal-id="${CSS.escape(p.proposalId)}"]`);
-            if (box) box.dataset.turnId = p.turnId;
-            return;
-        }
+        case 'proposal': return proposal(m.proposal as Proposal);
+        case 'run': return userRun(String(m.language), String(m.code));
         case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
         case 'history': return history(m.messages as Message[]);
         case 'user': return addUser(String(m.text));

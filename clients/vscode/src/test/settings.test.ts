@@ -1,0 +1,45 @@
+import * as assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { autoRunAllowed, type ConfigReader, configuredServer, serverSettings, settingsUpdate } from '../settings';
+
+function config(values: Record<string, unknown>): ConfigReader {
+    return { get: <T>(key: string) => values[key] as T | undefined };
+}
+
+test('the oi settings reach the server with the API key, empty values left out', () => {
+    const settings = serverSettings(config({
+        model: ' openai/scripted ', apiBase: 'http://127.0.0.1:9/v1', autoRun: true, executionTimeout: 30,
+        serverPath: '/x/oi-lsp',
+    }), true, 'sk-secret');
+    assert.deepEqual(settings, {
+        model: 'openai/scripted', apiBase: 'http://127.0.0.1:9/v1', autoRun: true, executionTimeout: 30,
+        apiKey: 'sk-secret', trusted: true,
+    });
+    assert.deepEqual(serverSettings(config({ model: '', apiBase: '   ', executionTimeout: null }), true),
+        { autoRun: false, trusted: true });
+});
+
+test('an untrusted workspace says so and never auto-runs', () => {
+    assert.deepEqual(serverSettings(config({ autoRun: true }), false), { autoRun: false, trusted: false });
+    assert.equal(autoRunAllowed(false), false);
+    assert.equal(autoRunAllowed(true), true);
+});
+
+test('a wrong type in settings.json is not passed on (the server would refuse it)', () => {
+    const settings = serverSettings(config({ model: 42, autoRun: 'yes', executionTimeout: -1 }), true);
+    assert.deepEqual(settings, { autoRun: false, trusted: true });
+});
+
+test('a cleared setting is sent as null so the server forgets it; keys never sent stay absent', () => {
+    const first = settingsUpdate(undefined, serverSettings(config({ model: 'm', apiBase: 'http://a' }), true, 'k'));
+    assert.deepEqual(first, { model: 'm', apiBase: 'http://a', apiKey: 'k', autoRun: false, trusted: true });
+    const second = settingsUpdate(first, serverSettings(config({ model: 'm' }), true));
+    assert.deepEqual(second, { model: 'm', apiBase: null, apiKey: null, autoRun: false, trusted: true });
+    assert.equal('executionTimeout' in second, false);
+});
+
+test('the server command from settings, with its arguments', () => {
+    assert.equal(configuredServer(config({ serverPath: '  ' })), undefined);
+    assert.deepEqual(configuredServer(config({ serverPath: '/venv/bin/oi-lsp', serverArgs: ['--log-level', 'debug', 3] })),
+        { command: '/venv/bin/oi-lsp', args: ['--log-level', 'debug'] });
+});

@@ -1,0 +1,266 @@
+"""What a REPL costs the machine: CPU and memory of its process tree, read with psutil."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from .executors.base import Executor, RunResult
+from .protocol import ReplStatus
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+PRIME = 0.2  # seconds between the two readings a process's first CPU figure needs
+MIN_INTERVAL = 0.5  # seconds: CPU use measured over less is too coarse (clock ticks)
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    cpu_percent: float  # of one core, summed over the process and its children
+    rss: int  # bytes, summed over the process and its children
+    uptime: float  # seconds since the process started
+
+
+class Monitor:
+    """Samples process trees. Keeps each process it has seen, since CPU use is measured between
+    two readings; a reading less than MIN_INTERVAL after the last gives the last figure again
+    (two callers sampling at once would otherwise see ~0). Blocking: call it in a thread."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, _Tracked] = {}
+        self._lock = threading.Lock()
+
+    def sample(self, pid: int) -> Figures | None:
+        """The figures of `pid` and its children; None when it is gone."""
+        with self._lock:
+            try:
+                root = self._process(pid)
+                tree = [root, *root.children(recursive=True)]
+                uptime = max(0.0, time.time() - root.create_time())
+            except psutil.Error:
+                self._seen.pop(pid, None)
+                return None
+            tracked = []
+            fresh = False
+            for proc in tree:
+                known = self._seen.get(proc.pid)
+                if known is None or known.process != proc:
+                    known = self._seen[proc.pid] = _Tracked(proc)
+                    _cpu(proc)  # the first reading only starts the measure
+                    fresh = True
+                tracked.append(known)
+            if fresh:
+                time.sleep(PRIME)
+            now = time.monotonic()
+            cpu = 0.0
+            rss = 0
+            for item in tracked:
+                if item.at is None or now - item.at >= MIN_INTERVAL:
+                    item.percent = _cpu(item.process)
+                    item.at = now
+                cpu += item.percent
+                try:
+                    rss += item.process.memory_info().rss
+                except psutil.Error:
+                    pass
+            alive = {p.pid for p in tree}
+            for gone in [p for p in self._seen if p not in alive]:
+                del self._seen[gone]
+            return Figures(round(cpu, 1), rss, round(uptime, 1))
+
+    def _process(self, pid: int) -> psutil.Process:
+        known = self._seen.get(pid)
+        if known is not None and known.process.is_running():
+            return known.process
+        return psutil.Process(pid)
+
+
+@dataclass(slots=True)
+class _Tracked:
+    process: psutil.Process
+    percent: float = 0.0
+    at: float | None = None  # monotonic time of the last CPU reading
+
+
+def _cpu(proc: psutil.Process) -> float:
+    try:
+        return proc.cpu_percent(None)
+    except psutil.Error:
+        return 0.0
+
+
+# Watching a workspace's REPLs ----------------------------------------------------------------
+
+MB = 1024 * 1024
+WATCH_EVERY = 1.0  # seconds between samples while code runs
+STATUS_AFTER = 3.0  # a run this long gets `resources` status chunks ...
+STATUS_EVERY = 2.0  # ... this often
+
+# (text, actions) -> the action the user chose (None: none / dismissed); no actions: just tell
+Tell = Callable[[str, list[str]], Awaitable[str | None]]
+# (language, status, text) -> a `resources` status chunk for the running turn
+Report = Callable[[ReplStatus, str], None]
+
+
+class MemoryRestart(Exception):
+    """The run was stopped because its REPL went past kernelMemoryLimitMB and was restarted."""
+
+
+class Watch:
+    """Runs code while watching its REPL: busy flags, figures for oi/status, status chunks
+    during long runs, and the memory limit (tell the user; restart when agreed or configured)."""
+
+    def __init__(self, settings: Callable[[], Settings], tell: Tell) -> None:
+        self.monitor = Monitor()
+        self._settings = settings
+        self._tell = tell
+        self._busy: Counter[Executor] = Counter()
+        self._runs: dict[Executor, asyncio.Future[RunResult]] = {}
+        self._over: set[Executor] = set()  # past the limit, the user already told
+        self._restarted: set[asyncio.Future[RunResult]] = set()
+        self._restarts: dict[Executor, asyncio.Task[None]] = {}
+        self._alarms: set[asyncio.Task[None]] = set()
+
+    async def run(self, language: str, executor: Executor, work: Awaitable[RunResult],
+                  report: Report) -> RunResult:
+        """Await `work` (the executor's run). Cancelling this cancels the run, as before;
+        a restart for memory ends it with MemoryRestart."""
+        pending = self._restarts.get(executor)
+        if pending is not None:  # code never runs into a REPL that is being restarted
+            await asyncio.wait([pending])
+        run = asyncio.ensure_future(work)
+        self._runs[executor] = run
+        self._busy[executor] += 1
+        watcher = asyncio.create_task(self._watch(language, executor, report))
+        try:
+            return await run
+        except asyncio.CancelledError:
+            if run in self._restarted and not _cancelling():
+                restart = self._restarts.get(executor)
+                if restart is not None:
+                    await asyncio.wait([restart])
+                raise MemoryRestart(f"the {language} REPL went past kernelMemoryLimitMB and "
+                                    "was restarted; its variables are gone") from None
+            raise
+        finally:
+            watcher.cancel()
+            self._restarted.discard(run)
+            self._busy[executor] -= 1
+            if self._runs.get(executor) is run:
+                del self._runs[executor]
+            self._spawn(self._check_once(language, executor))  # a short run can grow it too
+
+    async def _watch(self, language: str, executor: Executor, report: Report) -> None:
+        started = last = time.monotonic()
+        while True:
+            await asyncio.sleep(WATCH_EVERY)
+            pid = executor.pid
+            figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+            if figures is None:
+                continue
+            self._check(language, executor, figures)
+            now = time.monotonic()
+            if now - started >= STATUS_AFTER and now - last >= STATUS_EVERY:
+                last = now
+                report(self._status(language, executor, True, figures),
+                       f"{language}: CPU {figures.cpu_percent:.0f}%, "
+                       f"{figures.rss / MB:.0f} MB, running {now - started:.0f} s")
+
+    async def _check_once(self, language: str, executor: Executor) -> None:
+        pid = executor.pid
+        figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+        if figures is not None:
+            self._check(language, executor, figures)
+
+    def _check(self, language: str, executor: Executor, figures: Figures) -> None:
+        limit = self._settings().kernel_memory_limit_mb
+        if limit is None or figures.rss <= limit * MB:
+            self._over.discard(executor)  # back under: the next crossing is told again
+            return
+        if executor not in self._over:
+            self._over.add(executor)
+            self._spawn(self._exceeded(language, executor, figures.rss, limit))
+
+    async def _exceeded(self, language: str, executor: Executor, rss: int, limit: int) -> None:
+        text = (f"The {language} REPL uses {rss / MB:.0f} MB, past kernelMemoryLimitMB "
+                f"({limit} MB).")
+        if self._settings().kernel_memory_limit_action == "restart":
+            await self._tell(f"{text} It is restarted now (kernelMemoryLimitAction: restart); "
+                             "its variables are gone.", [])
+        elif await self._tell(f"{text} Restart it? Its variables will be lost.",
+                              [RESTART, KEEP]) != RESTART:
+            return
+        if executor not in self._restarts:
+            restart = self._restarts[executor] = asyncio.create_task(self._restart(executor))
+            restart.add_done_callback(lambda _: self._restarts.pop(executor, None))
+        await asyncio.wait([self._restarts[executor]])
+
+    async def _restart(self, executor: Executor) -> None:
+        run = self._runs.get(executor)
+        if run is not None and not run.done():
+            self._restarted.add(run)
+            run.cancel()  # interrupts the code; the REPL is ready again when it is done
+            await asyncio.wait([run])
+        try:
+            await executor.restart()
+        finally:
+            self._over.discard(executor)
+
+    async def status(self, executors: dict[str, Executor]) -> list[ReplStatus]:
+        out = []
+        for language, executor in list(executors.items()):
+            pid = executor.pid
+            figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+            if figures is not None:
+                self._check(language, executor, figures)
+            out.append(self._status(language, executor, await _alive(executor), figures))
+        return out
+
+    def _status(self, language: str, executor: Executor, alive: bool,
+                figures: Figures | None) -> ReplStatus:
+        return ReplStatus(language=language, pid=executor.pid, alive=alive,
+                          busy=self._busy[executor] > 0,
+                          cpu_percent=figures.cpu_percent if figures else None,
+                          rss=figures.rss if figures else None,
+                          uptime=figures.uptime if figures else None)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._alarms.add(task)
+        task.add_done_callback(self._alarms.discard)
+        task.add_done_callback(_done)
+
+    def close(self) -> None:
+        for task in list(self._alarms):
+            task.cancel()
+
+
+RESTART = "Restart"
+KEEP = "Keep running"
+
+
+def _done(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("memory check failed: %s", task.exception())
+
+
+async def _alive(executor: Executor) -> bool:
+    try:
+        async with asyncio.timeout(5):
+            return await executor.is_alive()
+    except Exception:
+        return False
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

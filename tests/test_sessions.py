@@ -1,0 +1,185 @@
+"""Saved conversations: restore after a crash, damaged files set aside, several conversations per
+workspace, export, and the files of older versions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from oi_lsp.client import OIClient, to_uri
+from oi_lsp.store import Store
+from tests import modelserver as ms
+from tests.conftest import StartServer
+from tests.modelserver import ModelServer
+
+
+def kill_hard(client: OIClient) -> None:
+    """SIGKILL the server (no shutdown, no flush), then the REPLs it leaves behind."""
+    assert client.process is not None
+    server = psutil.Process(client.process.pid)
+    children = server.children(recursive=True)
+    os.kill(server.pid, signal.SIGKILL)
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def requests_text(model: ModelServer) -> str:
+    return json.dumps(model.requests)
+
+
+async def test_restore_after_sigkill_mid_stream(start_server: StartServer, model: ModelServer,
+                                                workspace: Path) -> None:
+    first = await start_server(workspace)
+    model.script(ms.text("The answer is forty-two."))
+    assert (await first.chat("first question"))["status"] == "done"
+    model.script(ms.text("partial " * 60, pieces=60, delay=0.1))  # six seconds of text
+    chat = asyncio.create_task(first.chat("second question"))
+    await first.wait_for("oi/stream", lambda p: "partial" in (p.get("content") or ""))
+    kill_hard(first)
+    with pytest.raises(Exception):  # noqa: B017 - the server is gone; any error will do
+        await asyncio.wait_for(chat, 10)
+
+    second = await start_server(workspace)
+    history = (await second.request("oi/history", {}))["messages"]
+    # Everything up to the message being streamed is back; that message is lost.
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "first question"), ("assistant", "The answer is forty-two."),
+        ("user", "second question")]
+    model.reset()
+    model.script(ms.text("Continuing."))
+    assert (await second.chat("third question"))["status"] == "done"
+    sent = [(m["role"], m["content"]) for m in model.requests[0]["messages"][1:]]
+    assert sent == [("user", "first question"), ("assistant", "The answer is forty-two."),
+                    ("user", "second question"), ("user", "third question")]
+
+
+async def test_damaged_file_is_set_aside(start_server: StartServer, model: ModelServer,
+                                         workspace: Path, data_dir: Path) -> None:
+    store = Store(data_dir)
+    uri = to_uri(workspace)
+    folder = store.folder(uri)
+    folder.mkdir(parents=True)
+    damaged = folder / "20260101-000000-abcdef.json"
+    damaged.write_bytes(b'{"version": 2, "messages": [{"role": "user", "type": "mess')
+    (folder / "current").write_text("20260101-000000-abcdef")
+
+    client = await start_server(workspace)
+    notice = await client.wait_for("window/showMessage", lambda p: p["type"] == 1)
+    assert "could not be read" in notice["message"] and ".corrupt-" in notice["message"]
+    assert (await client.request("oi/history", {}))["messages"] == []
+    aside = list(folder.glob("20260101-000000-abcdef.json.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b'{"version": 2')
+    assert not damaged.exists()
+
+    model.script(ms.text("Fresh start."))
+    assert (await client.chat("hello again"))["status"] == "done"
+    await client.close()
+    # The new conversation is saved beside the damaged one, which is still there.
+    saved = [p for p in folder.glob("*.json")]
+    assert len(saved) == 1 and "hello again" in saved[0].read_text()
+    assert aside[0].exists()
+
+
+async def test_single_conversation_file_of_older_versions_is_migrated(
+        start_server: StartServer, model: ModelServer, workspace: Path, data_dir: Path) -> None:
+    store = Store(data_dir)
+    uri = to_uri(workspace)
+    legacy = store.root / f"{store.folder(uri).name}.json"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text(json.dumps({"version": 1, "workspace": uri, "updated": 1700000000.0,
+                                  "messages": [
+                                      {"role": "user", "type": "message", "content": "old one"},
+                                      {"role": "assistant", "type": "message",
+                                       "content": "old answer"}]}))
+    client = await start_server(workspace)
+    history = (await client.request("oi/history", {}))["messages"]
+    assert [m["content"] for m in history] == ["old one", "old answer"]
+    listed = (await client.request("oi/sessions", {}))["sessions"]
+    assert [(s["title"], s["messageCount"], s["current"]) for s in listed] == [
+        ("old one", 2, True)]
+    assert not legacy.exists() and len(list(store.folder(uri).glob("*.json"))) == 1
+    model.script(ms.text("I see the old one."))
+    await client.chat("continue")
+    assert "old answer" in requests_text(model)
+
+
+async def test_several_conversations_and_export(start_server: StartServer, model: ModelServer,
+                                                workspace: Path) -> None:
+    client = await start_server(workspace, options=model.settings(autoRun=True))
+    model.script(ms.tool("python", "print(6 * 7)", say="Computing."), ms.text("It is 42."))
+    assert (await client.chat("Alpha: compute six times seven\nplease"))["status"] == "done"
+    alpha = (await client.request("oi/sessions", {}))["current"]
+
+    fresh = await client.request("oi/session/new", {})
+    assert fresh["messages"] == [] and fresh["id"] != alpha
+    assert (await client.request("oi/history", {}))["messages"] == []
+    model.script(ms.text("Beta answer."))
+    await client.chat("Beta question")
+    beta = fresh["id"]
+
+    listed = await client.request("oi/sessions", {})
+    assert listed["current"] == beta
+    rows = {s["id"]: s for s in listed["sessions"]}
+    assert rows[alpha]["title"] == "Alpha: compute six times seven"
+    assert rows[alpha]["messageCount"] == 6 and rows[alpha]["current"] is False
+    assert rows[beta]["title"] == "Beta question" and rows[beta]["messageCount"] == 2
+    assert rows[beta]["updated"].endswith("Z")
+
+    opened = await client.request("oi/session/open", {"id": alpha})
+    assert [m["content"] for m in opened["messages"]][-1] == "It is 42."
+    model.reset()
+    model.script(ms.text("Still alpha."))
+    await client.chat("and now?")
+    sent = requests_text(model)
+    assert "six times seven" in sent and "Beta question" not in sent
+
+    notebook = await client.request("oi/session/export", {"id": alpha, "format": "ipynb"})
+    nb = nbformat.reads(notebook["content"], as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.source for c in code] == ["print(6 * 7)"]
+    assert code[0].outputs[0]["text"].strip() == "42"
+    texts = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert any("Alpha: compute" in t for t in texts) and any("It is 42." in t for t in texts)
+
+    markdown = await client.request("oi/session/export", {"id": beta, "format": "markdown"})
+    assert "Beta question" in markdown["content"] and "Beta answer." in markdown["content"]
+    dumped = await client.request("oi/session/export", {"format": "json"})  # the open one
+    assert dumped["id"] == alpha
+    assert [m["content"] for m in json.loads(dumped["content"])][-1] == "Still alpha."
+
+    for bad in ({"id": "../../etc/passwd"}, {"id": "20990101-000000-ffffff"}, {}):
+        with pytest.raises(Exception) as info:
+            await client.request("oi/session/open", bad)
+        assert getattr(info.value, "code", None) == -32602 and "id" in str(info.value)
+    with pytest.raises(Exception) as info:
+        await client.request("oi/session/export", {"format": "pdf"})
+    assert getattr(info.value, "code", None) == -32602 and "format" in str(info.value)
+
+    await client.close()  # the open conversation survives a restart
+    again = await start_server(workspace)
+    assert (await again.request("oi/sessions", {}))["current"] == alpha
+
+
+async def test_switching_while_a_turn_runs_is_refused(client: OIClient,
+                                                      model: ModelServer) -> None:
+    model.script(ms.text("slow " * 30, pieces=30, delay=0.1))
+    chat = asyncio.create_task(client.chat("talk"))
+    await client.wait_for("oi/stream", lambda p: "slow" in (p.get("content") or ""))
+    for method in ("oi/session/new", "oi/session/open"):
+        with pytest.raises(Exception) as info:
+            await client.request(method, {"id": "20990101-000000-ffffff"})
+        assert getattr(info.value, "code", None) == -32803
+    await client.request("oi/stop", {})
+    await chat
+    assert (await client.request("oi/history", {}))["messages"][0]["content"] == "talk"
