@@ -296,3 +296,12 @@ def test_profile_chooses_the_model(model: ModelServer, data_dir: Path, workspace
     assert missing.returncode == 2
     assert "no profile 'nope'" in missing.stderr
     assert "Traceback" not in missing.stdout + missing.stderr
+
+
+def test_magic_command_is_answered_by_the_server(term: type[Term], model: ModelServer) -> None:
+    chat = term()
+    chat.until("> ")
+    chat.send("%help")
+    chat.until("remove your last message")  # the server's help text, streamed back
+    chat.until("> ")
+    assert model.requests == []  # % commands never reach the model
