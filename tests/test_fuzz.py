@@ -63,6 +63,9 @@ def _safe(method: str, params: Any) -> Any:
     if method == "oi/execute" and isinstance(params.get("language"), str) and \
             params["language"].strip().lower() in UNSAFE_LANGUAGES:
         params["language"] = "python"
+    if method == "oi/chat" and isinstance(params.get("message"), str) and \
+            params["message"].lstrip().startswith("%%"):
+        params["message"] = "%help"  # `%% cmd` runs cmd in the shell: no random shell commands
     return params
 
 
