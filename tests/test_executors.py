@@ -257,3 +257,18 @@ async def test_languages_and_errors_through_server(client: OIClient) -> None:
     for info in infos.values():
         assert info["available"] or info["installHint"]
     assert infos["javascript"]["available"] == bool(shutil.which("node"))
+
+
+async def test_restarted_kernel_starts_anew_each_time(make: Make) -> None:
+    # A restart launches a new kernel with a new no-input stdin: the first start's fd is
+    # closed by then (restarting with it failed with EBADF, or handed the kernel another fd).
+    ex = make("python")
+    assert (await run(ex, "x = 1"))[0] == "ok"
+    for _ in range(2):
+        first = ex.pid
+        await ex.restart()
+        assert ex.pid is not None and ex.pid != first
+        status, text = await run(ex, "print('x' in globals())")
+        assert status == "ok" and "False" in text
+        status, _ = await run(ex, "import sys; sys.stdin.readline()", timeout=30)
+        assert status == "error"

@@ -200,14 +200,13 @@ class KernelExecutor(Executor):
                     await asyncio.to_thread(kernel_record.kill, adopted)
                 await self._launch()
             else:
-                await self._km.restart_kernel(now=True)
-                # New sockets: a request queued for a kernel that had died (zmq keeps it for
-                # the reconnect) must not run in the new kernel as well.
+                # Not km.restart_kernel: it launches again with the first start's arguments,
+                # whose stdin fd (and kept kernel's log file) were closed after that start.
+                # New sockets too: a request queued for a kernel that had died (zmq keeps it
+                # for the reconnect) must not run in the new kernel as well.
                 self._kc.stop_channels()
-                self._kc = self._km.client()
-                self._kc.start_channels()
-                await self._kc.wait_for_ready(timeout=60)
-                await self._record()  # a new pid
+                await self._km.shutdown_kernel(now=True)
+                await self._launch()  # records the new pid
         finally:
             self._line_on = False
             self._start_readers()
