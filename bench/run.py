@@ -492,16 +492,24 @@ class Bench:
             walls.append(time.perf_counter() - started)
             if result["status"] != "done":
                 raise RuntimeError(f"model turn ended {result}")
-            arrivals = [(t, p.get("content") or "") for t, m, p in on.arrivals[arrived_from:]
-                        if m == "oi/stream" and p.get("type") == "message"]
+            # The client sees the concatenation of the message chunks; a notification may
+            # carry several pieces, or a piece may end in the next one (coalescing). A piece
+            # has arrived with the notification that completes it.
+            text, ends = "", []
+            for t, m, p in on.arrivals[arrived_from:]:
+                if m == "oi/stream" and p.get("type") == "message" and p.get("content"):
+                    text += p["content"]
+                    ends.append((len(text), t))
+            at = 0
             for sent_at, delta in self.model.sent[sent_from:]:
                 piece = delta.get("content")
                 if not piece:
                     continue
-                got = next((t for t, content in arrivals if piece in content and t >= sent_at),
-                           None)
-                if got is None:
+                found = text.find(piece, at)
+                if found < 0:
                     raise RuntimeError(f"streamed piece {piece!r} never reached the client")
+                at = found + len(piece)
+                got = next(t for end, t in ends if end >= at)
                 overhead.append(got - sent_at)
         per_chunk, wall = summarize(overhead), summarize(walls)
         assert per_chunk and wall
