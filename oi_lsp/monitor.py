@@ -157,7 +157,10 @@ class Watch:
             self._busy[executor] -= 1
             if self._runs.get(executor) is run:
                 del self._runs[executor]
-            self._spawn(self._check_once(language, executor))  # a short run can grow it too
+            if self._settings().kernel_memory_limit_mb is not None:
+                # A short run can grow the REPL too. Only with a limit: sampling walks every
+                # process of the machine (children), a few ms as each result is being sent.
+                self._spawn(self._check_once(language, executor))
 
     async def _watch(self, language: str, executor: Executor, report: Report) -> None:
         started = last = time.monotonic()

@@ -76,6 +76,8 @@ class Session:
         self.base_layers = base_layers
         self.overrides: dict[str, Any] = {}
         self.profile_layers: list[dict[str, Any]] = []  # user profile, then .oi/profile.yaml
+        self._layers: list[dict[str, Any]] | None = None  # what self._settings was made of
+        self._settings: Settings | None = None
         loaded = store.load(workspace)
         self.conversation_id = loaded.id
         self.messages = loaded.messages
@@ -96,7 +98,12 @@ class Session:
     # Settings ----------------------------------------------------------------------------
 
     def settings(self) -> Settings:
-        return combine(*self.base_layers(), *self.profile_layers, self.overrides)
+        layers = [*self.base_layers(), *self.profile_layers, self.overrides]
+        if layers != self._layers:  # comparing a few small dicts costs less than validating
+            self._settings = combine(*layers)
+            self._layers = [dict(layer) for layer in layers]
+        assert self._settings is not None
+        return self._settings
 
     def _read_profiles(self, overrides: dict[str, Any]) -> list[dict[str, Any]]:
         """The profile layers these overrides select (blocking: YAML files)."""

@@ -41,7 +41,8 @@ class KernelGateway(BaseModel):
 
 
 class Settings(BaseModel):
-    """Effective settings of one session. camelCase on the wire (see docs/protocol.md)."""
+    """Effective settings of one session. camelCase on the wire (see docs/protocol.md).
+    Read only once made: a session hands the same object out until its layers change."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
                               strict=True)

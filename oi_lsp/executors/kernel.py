@@ -161,8 +161,8 @@ class KernelExecutor(Executor):
 
     def _start_readers(self) -> None:
         self._readers = [
-            asyncio.create_task(self._read(self._kc.get_iopub_msg, "iopub")),
-            asyncio.create_task(self._read(self._kc.get_shell_msg, "shell")),
+            asyncio.create_task(self._read(self._kc.iopub_channel, "iopub")),
+            asyncio.create_task(self._read(self._kc.shell_channel, "shell")),
         ]
 
     def _stop_readers(self) -> None:
@@ -170,13 +170,16 @@ class KernelExecutor(Executor):
             task.cancel()
         self._readers = []
 
-    async def _read(self, get: Any, channel: str) -> None:
-        """Route every message to the run that sent its parent request."""
+    async def _read(self, channel: Any, name: str) -> None:
+        """Route every message to the run that sent its parent request. Straight from the
+        socket: get_msg() awaits a poll before each receive, a second wake-up per message."""
+        socket, session = channel.socket, self._kc.session
         while True:
-            msg = await get()
+            _, parts = session.feed_identities(await socket.recv_multipart())
+            msg = session.deserialize(parts)
             route = self._routes.get(msg["parent_header"].get("msg_id", ""))
             if route is not None:
-                route.put_nowait((channel, msg))
+                route.put_nowait((name, msg))
 
     async def interrupt(self) -> None:
         if self._km is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -72,7 +73,12 @@ def run_start() -> float:
     boottime = getattr(time, "CLOCK_BOOTTIME", None)
     if boottime is None:
         return time.time() - 0.05
-    return psutil.boot_time() + time.clock_gettime(boottime) - 0.02
+    return _boot_time() + time.clock_gettime(boottime) - 0.02
+
+
+@functools.cache
+def _boot_time() -> float:
+    return psutil.boot_time()  # reads /proc/stat: once, not at every run
 
 
 async def kill_members(pgid: int, exclude: int | None = None, since: float = 0.0) -> None:
