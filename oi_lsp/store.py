@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+import psutil
 from pydantic import TypeAdapter, ValidationError
 
 from .protocol import CONVERSATION_ID, Message
@@ -33,6 +34,7 @@ _MESSAGES = TypeAdapter(list[Message])
 FORMAT_VERSION = 2
 _ID = re.compile(CONVERSATION_ID)  # ids name files: no dots, no slashes
 TITLE_LENGTH = 80
+_STALE_TEMP = 600.0  # seconds: a temp file older than this is no save in progress
 
 
 def data_dir() -> Path:
@@ -109,6 +111,7 @@ class Store:
     def load(self, workspace: str) -> Loaded:
         """The conversation the workspace had open (a new empty one when there is none)."""
         self._migrate(workspace)
+        self._drop_stale_temp(workspace)
         current = self._current(workspace)
         if current is None:
             return Loaded(new_id(), [], time.time())
@@ -173,6 +176,20 @@ class Store:
         os.replace(legacy, self.path(workspace, conversation_id))
         self.set_current(workspace, conversation_id)
         log.info("moved %s into %s", legacy, self.folder(workspace))
+
+    def _drop_stale_temp(self, workspace: str) -> None:
+        """Delete the temp files of saves a killed server never finished (they are never
+        read: the file they were to replace is whole). Another live server's are kept."""
+        for tmp in self.folder(workspace).glob(".*.tmp"):
+            pid = tmp.name.rsplit(".", 2)[-2]
+            try:
+                if pid.isdigit() and psutil.pid_exists(int(pid)) \
+                        and time.time() - tmp.stat().st_mtime < _STALE_TEMP:
+                    continue
+                tmp.unlink()
+                log.info("removed %s, left by an interrupted save", tmp.name)
+            except OSError:
+                continue
 
     # Writing -----------------------------------------------------------------------------
 

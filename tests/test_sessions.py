@@ -183,3 +183,21 @@ async def test_switching_while_a_turn_runs_is_refused(client: OIClient,
     await client.request("oi/stop", {})
     await chat
     assert (await client.request("oi/history", {}))["messages"][0]["content"] == "talk"
+
+
+def test_temp_files_of_interrupted_saves_are_removed(tmp_path: Path) -> None:
+    """A server killed inside a save leaves its temp file; the next load removes it, but not
+    the temp file of a save that a live server is making now."""
+    store = Store(tmp_path)
+    uri = "file:///some/workspace"
+    store.save(uri, "20261203-000000-abcdef", [], 0.0)
+    folder = store.folder(uri)
+    dead = psutil.Popen(["true"])
+    dead.wait()
+    killed = folder / f".20261203-000000-abcdef.json.{dead.pid}.tmp"
+    live = folder / f".20261203-000000-abcdef.json.{os.getpid()}.tmp"
+    for path in (killed, live):
+        path.write_text('{"half a')
+    loaded = store.load(uri)
+    assert loaded.id == "20261203-000000-abcdef" and loaded.messages == []
+    assert not killed.exists() and live.exists()
