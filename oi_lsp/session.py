@@ -93,6 +93,7 @@ class Session:
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
         self._told_semgrep_missing = False
+        self.opening: asyncio.Task[None] | None = None  # the kernel start open() began
         self.spent = context.Usage()  # model usage since the session opened (for maxBudget)
 
     # Settings ----------------------------------------------------------------------------
@@ -134,7 +135,7 @@ class Session:
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast."""
         executor = self._executor("python")
-        task = asyncio.create_task(executor.start())
+        task = self.opening = asyncio.create_task(executor.start())
         task.add_done_callback(_log_failure)
 
     def _executor(self, language: str) -> Executor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -47,6 +48,11 @@ class Sessions:
         if session.workspace not in self.folders:
             self.folders.append(session.workspace)
         return session
+
+    def opening(self) -> list[asyncio.Task[None]]:
+        """The kernel starts that opening workspaces began and that still run."""
+        return [s.opening for s in self._sessions.values()
+                if s.opening is not None and not s.opening.done()]
 
     def get(self, uri: str) -> Session:
         key = self._keys.get(uri)
