@@ -61,6 +61,7 @@ class OIServer(LanguageServer):
         self.client_settings: dict[str, Any] = {}
         self.oi_client = False  # the client renders oi/stream and oi/proposal itself
         self.sessions = Sessions(self._new_session)
+        self.warming: asyncio.Future[None] | None = None  # litellm's load, once it may start
 
     def _new_session(self, workspace: str, folder: Path) -> Session:
         return Session(workspace, folder, self, self.approvals, self.store,
@@ -182,7 +183,7 @@ def initialize(ls: OIServer, params: types.InitializeParams) -> None:
 
 
 @SERVER.feature(types.INITIALIZED)
-async def initialized(ls: OIServer, params: types.InitializedParams) -> None:
+def initialized(ls: OIServer, params: types.InitializedParams) -> None:
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # once: initialized comes once
         ls.window_show_message(types.ShowMessageParams(
             type=types.MessageType.Warning,
@@ -192,7 +193,11 @@ async def initialized(ls: OIServer, params: types.InitializedParams) -> None:
     # of the opened workspaces are up: its import holds the GIL for seconds, and a first run
     # right after opening came 0.27 s later (1.86 s from initialize, not 1.58). A chat that
     # comes first starts the load itself.
-    if opening := ls.sessions.opening():
+    ls.warming = asyncio.ensure_future(_warm_up_after(ls.sessions.opening()))
+
+
+async def _warm_up_after(opening: list[asyncio.Task[None]]) -> None:
+    if opening:
         await asyncio.wait(opening, timeout=WARM_UP_WAIT)
     model.warm_up()
 

@@ -169,7 +169,7 @@ def serve_stdio(server: LanguageServer, lsp_in: BinaryIO, lsp_out: BinaryIO) -> 
         return
     try:
         asyncio.run(_serve(server, lsp_in, lsp_out))
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
-    finally:
+    finally:  # SystemExit (the `exit` notification) goes on: its code is the exit status
         server.shutdown()
