@@ -105,18 +105,17 @@ class KernelExecutor(Executor):
         # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
         # starts that reads input would wait forever; this way its read fails at once.
         stdin = no_input()
+        # The kernel's own output (its warnings, a crash's last words, and what programs the
+        # code starts write to fds 1 and 2) goes to a file, not to our stderr: a background
+        # process the code started would hold that pipe open after we are gone, and an editor
+        # (or asyncio's Process.wait() on Python 3.11) waits for its end.
+        log_path = self.record_path.with_suffix(".log")
         try:
-            if self.keep:
-                # independent: no JPY_PARENT_PID, so the kernel outlives this server; and its
-                # output goes to a file, not to our stderr: a pipe it held would stay open
-                # after we exit, and the editor would wait on it.
-                log_path = self.record_path.with_suffix(".log")
-                await asyncio.to_thread(log_path.parent.mkdir, parents=True, exist_ok=True)
-                with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
-                    await km.start_kernel(cwd=str(self.cwd), independent=True, stdin=stdin,
-                                          stdout=out, stderr=out)
-            else:
-                await km.start_kernel(cwd=str(self.cwd), stdin=stdin)
+            await asyncio.to_thread(_prepare_log, log_path)
+            with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
+                # keep: independent, no JPY_PARENT_PID, so the kernel outlives this server.
+                await km.start_kernel(cwd=str(self.cwd), independent=self.keep, stdin=stdin,
+                                      stdout=out, stderr=out)
         finally:
             os.close(stdin)
         kc = km.client()
@@ -326,3 +325,13 @@ class KernelExecutor(Executor):
     async def _restart_unresponsive(self) -> None:
         log.warning("kernel ignored the interrupt; restarting it")
         await self.restart()
+
+
+_LOG_LIMIT = 1 << 20  # bytes; a longer kernel log is moved to <name>.log.1 at the next start
+
+
+def _prepare_log(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > _LOG_LIMIT:
+            os.replace(path, path.with_suffix(".log.1"))
