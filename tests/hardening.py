@@ -94,20 +94,17 @@ def descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def kernels_of(data_dir: Path | None = None, marker: str | None = None) -> list[psutil.Process]:
-    """Live ipykernel processes (optionally only those whose environment holds `marker`)."""
+def marked(marker: str) -> list[psutil.Process]:
+    """Every live process started with OI_HARDENING_RUN=marker in its environment (a server
+    of the test, and what it started: kernels, REPLs, what their code started)."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(proc.info["cmdline"] or ())
-        if "ipykernel" not in cmd:
+    for proc in psutil.process_iter():
+        try:
+            if (proc.status() != psutil.STATUS_ZOMBIE
+                    and proc.environ().get("OI_HARDENING_RUN") == marker):
+                found.append(proc)
+        except (psutil.Error, OSError):
             continue
-        if marker is not None:
-            try:
-                if proc.environ().get("OI_HARDENING_RUN") != marker:
-                    continue
-            except (psutil.AccessDenied, psutil.NoSuchProcess):
-                continue
-        found.append(proc)
     return found
 
 

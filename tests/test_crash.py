@@ -25,23 +25,10 @@ import pytest
 from oi_lsp.client import OIClient, to_uri
 from oi_lsp.protocol import Message
 from tests import modelserver as ms
-from tests.hardening import descendants, record, sigkill, wait_gone
+from tests.hardening import descendants, marked, record, sigkill, wait_gone
 from tests.modelserver import ModelServer
 
 KILLS = int(os.environ.get("OI_CRASH_KILLS", "50"))  # fewer only to debug the test
-
-
-def marked(marker: str) -> list[psutil.Process]:
-    """Every live process started for this test (the marker is in its environment)."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (proc.status() != psutil.STATUS_ZOMBIE
-                    and proc.environ().get("OI_HARDENING_RUN") == marker):
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
 
 
 def check_session_files(data_dir: Path) -> tuple[int, int]:
