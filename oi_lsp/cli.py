@@ -53,9 +53,8 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(chat_main(args))
     setup_logging(args.log_level, args.log_file)
-    code = 0
     try:
-        serve(args)
+        code = serve(args)
     except SystemExit as exc:  # `exit`: 0 after a `shutdown` request, 1 without one
         if isinstance(exc.code, str):  # a refusal to start, said as Python would at exit
             print(exc.code, file=sys.stderr)
@@ -76,7 +75,9 @@ def setup_logging(level: str, path: str | None) -> None:
     logging.getLogger("pygls").setLevel(logging.WARNING)
 
 
-def serve(args: argparse.Namespace) -> None:
+def serve(args: argparse.Namespace) -> int:
+    """Serve; the exit status. Over stdio: 0 when the client asked for `shutdown` first, 1 when
+    its stream ended without one (it went away, or sent what cannot be read on from)."""
     from .server import SERVER
 
     try:
@@ -90,8 +91,10 @@ def serve(args: argparse.Namespace) -> None:
 
             lsp_in, lsp_out = private_stdio()
             serve_stdio(SERVER, lsp_in, lsp_out)
+            return 0 if SERVER.shut_down else 1
     finally:
         SERVER.sessions.kill_all()  # the client may have vanished without a shutdown
+    return 0
 
 
 def network_token(args: argparse.Namespace) -> str:

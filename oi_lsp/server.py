@@ -62,6 +62,7 @@ class OIServer(LanguageServer):
         self.oi_client = False  # the client renders oi/stream and oi/proposal itself
         self.sessions = Sessions(self._new_session)
         self.warming: asyncio.Future[None] | None = None  # litellm's load, once it may start
+        self.shut_down = False  # the client asked for `shutdown` (the exit status says so)
 
     def _new_session(self, workspace: str, folder: Path) -> Session:
         return Session(workspace, folder, self, self.approvals, self.store,
@@ -204,6 +205,7 @@ async def _warm_up_after(opening: list[asyncio.Task[None]]) -> None:
 
 @SERVER.feature(types.SHUTDOWN)
 async def shutdown(ls: OIServer, params: None) -> None:
+    ls.shut_down = True
     await ls.sessions.close_all()
 
 

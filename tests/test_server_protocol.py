@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from lsprotocol import types
 
 from oi_lsp.client import OIClient, server_command, to_uri
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
+from tests.hardening import wait_gone
 from tests.modelserver import ModelServer
 
 BAD_PARAMS: dict[str, list[Any]] = {
@@ -228,3 +230,25 @@ async def test_text_beyond_ascii_arrives_whole(client: OIClient) -> None:
     assert result["status"] == "ok"
     assert result["outputs"][0]["content"] == expected
     assert client.stream(result["turnId"], "console") == expected
+
+
+@pytest.mark.parametrize("polite", [True, False], ids=["shutdown-then-exit", "exit-alone"])
+async def test_exit_status_and_kernels(model: ModelServer, data_dir: Path, workspace: Path,
+                                       polite: bool) -> None:
+    """`exit` after `shutdown` ends the server with 0, without it with 1 (the LSP rule); its
+    kernel is gone either way."""
+    client = OIClient()
+    await client.start(env={"OI_LSP_DATA_DIR": str(data_dir)})
+    await client.initialize([workspace], options=model.settings())
+    assert (await client.execute("python", "1", workspace=to_uri(workspace)))["status"] == "ok"
+    assert client.process is not None
+    kernels = psutil.Process(client.process.pid).children(recursive=True)
+    assert kernels
+    if polite:
+        await client.lsp.shutdown_async(None)
+    client.lsp.exit(None)
+    async with asyncio.timeout(30):
+        code = await client.process.wait()
+    await client.close()
+    assert code == (0 if polite else 1)
+    assert await wait_gone(kernels, 10) == []
