@@ -93,6 +93,10 @@ const ops = {
         await page.mouse.move(b.right + 2, b.top + b.height / 2, { steps: 5 });
         await page.mouse.up();
     },
+    /** Wait for an element of the workbench itself (a notification toast, ...). */
+    async wait({ selector, hasText, timeout = 30000 }) {
+        await page.locator(selector, hasText ? { hasText } : {}).last().waitFor({ timeout });
+    },
     async click({ selector, hasText }) {
         await page.locator(selector, hasText ? { hasText } : {}).last().click({ timeout: 30000 });
     },

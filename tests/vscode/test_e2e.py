@@ -318,8 +318,9 @@ def test_set_api_key_reaches_the_server_not_settings(vscode: tuple[Workbench, Pa
     model.script(ms.text("Keyed."))
     wb("command", title="Open Interpreter: Set API Key")
     wb("quickInput", text=SECRET_KEY)
+    # Said once the secret is stored and the settings notification has gone to the server.
+    wb("wait", selector=".notification-toast", hasText="API key saved")
     wb("command", title="Open Interpreter: Open Chat")
-    time.sleep(1)  # the settings notification goes out after the secret is stored
     wb("chatSend", text="who am I")
     wb("chatWait", selector=".oi-assistant", hasText="Keyed.")
     wb.wait_idle()

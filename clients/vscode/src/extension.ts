@@ -99,6 +99,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         if (key.trim()) await context.secrets.store(API_KEY_SECRET, key.trim());
         else await context.secrets.delete(API_KEY_SECRET);
         await server.pushSettings();
+        // Once oi-lsp has it: a chat sent after this message uses the new key.
+        void vscode.window.showInformationMessage(key.trim()
+            ? 'Open Interpreter: API key saved in secret storage and passed to oi-lsp.'
+            : 'Open Interpreter: API key removed.');
     });
     command('oi.showServerOutput', () => server.output.show());
     command('oi.restartServer', async () => {
