@@ -63,8 +63,13 @@ const ops = {
     async keys({ keys }) {
         for (const key of keys) await page.keyboard.press(key);
     },
-    /** Answer the open input box (showInputBox) and accept it. */
-    async quickInput({ text }) {
+    /** Answer the open input box (showInputBox) and accept it. With `title`, only the box of
+     * that title: right after a command is picked, the palette's own box may still be there. */
+    async quickInput({ text, title }) {
+        if (title) {
+            await page.locator('.quick-input-widget .quick-input-title', { hasText: title })
+                .waitFor({ timeout: 10000 });
+        }
         const box = page.locator('.quick-input-widget input');
         await box.waitFor({ timeout: 10000 });
         await box.fill(text);

@@ -317,7 +317,7 @@ def test_set_api_key_reaches_the_server_not_settings(vscode: tuple[Workbench, Pa
     wb, _ = vscode
     model.script(ms.text("Keyed."))
     wb("command", title="Open Interpreter: Set API Key")
-    wb("quickInput", text=SECRET_KEY)
+    wb("quickInput", text=SECRET_KEY, title="Open Interpreter: API key")
     # Said once the secret is stored and the settings notification has gone to the server.
     wb("wait", selector=".notification-toast", hasText="API key saved")
     wb("command", title="Open Interpreter: Open Chat")
