@@ -18,7 +18,7 @@ from oi_lsp.client import OIClient, server_command, to_uri
 # A server whose coalescer sends every chunk at once: the "stage off" side of metric 8. The
 # module constants are read on every call, so setting them before serving switches it off.
 NO_COALESCING = [sys.executable, "-c",
-                 "import oi_lsp.notify as n; n.INTERVAL = 0.0; n.MAX_BYTES = 1\n"
+                 "import oi_lsp.core.streamer as n; n.INTERVAL = 0.0; n.MAX_BYTES = 1\n"
                  "from oi_lsp.cli import main; main()"]
 
 

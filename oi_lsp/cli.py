@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Talk to the model in this terminal: it proposes code, you approve it, "
                     "it runs in the persistent REPL of the workspace folder. The server runs "
                     "as a child over stdio, exactly as an editor starts it.")
-    from .chat import add_arguments  # light: chat.py imports rich only when it runs
+    from .tui.app import add_arguments  # light: it imports rich only when it runs
 
     add_arguments(chat)
     return parser
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.command == "chat":
-        from .chat import main as chat_main
+        from .tui.app import main as chat_main
 
         sys.exit(chat_main(args))
     setup_logging(args.log_level, args.log_file)
@@ -78,28 +78,28 @@ def setup_logging(level: str, path: str | None) -> None:
 def serve(args: argparse.Namespace) -> int:
     """Serve; the exit status. Over stdio: 0 when the client asked for `shutdown` first, 1 when
     its stream ended without one (it went away, or sent what cannot be read on from)."""
-    from .server import SERVER
+    from .lsp.server import SERVER
 
     try:
         if args.tcp or args.ws:
-            from . import remote
+            from .lsp import network
 
-            remote.gate_of(SERVER).token = network_token(args)
-            (remote.serve_tcp if args.tcp else remote.serve_ws)(SERVER, args.host, args.port)
+            network.gate_of(SERVER).token = network_token(args)
+            (network.serve_tcp if args.tcp else network.serve_ws)(SERVER, args.host, args.port)
         else:
-            from .stdio import serve_stdio
+            from .lsp.stdio import serve_stdio
 
             lsp_in, lsp_out = private_stdio()
             serve_stdio(SERVER, lsp_in, lsp_out)
             return 0 if SERVER.shut_down else 1
     finally:
-        SERVER.sessions.kill_all()  # the client may have vanished without a shutdown
+        SERVER.workspaces.kill_all()  # the client may have vanished without a shutdown
     return 0
 
 
 def network_token(args: argparse.Namespace) -> str:
     """Check the bind address and return the token clients must present."""
-    from .remote import new_token
+    from .lsp.network import new_token
 
     if not _is_loopback(args.host):
         if not args.allow_remote:

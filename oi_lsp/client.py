@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from pygls import uris
 from pygls.lsp.client import LanguageClient
 
 from . import __version__, protocol
-from .jsonrpc import raw_params_converter
+from .lsp.jsonrpc import raw_params_converter
+from .lsp.pygls_compat import client_process
+from .uris import from_fs_path
 
 Listener = Callable[[str, dict[str, Any]], None]
 # (message, actions) -> the title of the chosen action, or None
@@ -105,7 +106,7 @@ class OIClient:
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
-        return self.lsp._server
+        return client_process(self.lsp)
 
     async def initialize(self, workspaces: Sequence[str | Path] = (), *,
                          options: dict[str, Any] | None = None,
@@ -184,5 +185,4 @@ class OIClient:
 
 def to_uri(folder: str | Path) -> str:
     text = str(folder)
-    return text if text.startswith("file:") else (uris.from_fs_path(str(Path(text).resolve()))
-                                                  or text)
+    return text if text.startswith("file:") else from_fs_path(str(Path(text).resolve()))

@@ -70,7 +70,7 @@ class Range(Wire):
     end: Position
 
 
-class ChatContext(Wire):
+class EditorContext(Wire):
     """What the editor adds to a message: the file, its language, the selected text."""
 
     uri: str | None = None
@@ -108,7 +108,7 @@ class WorkspaceParams(Wire):
 
 class ChatParams(WorkspaceParams):
     message: str = Field(min_length=1)
-    context: ChatContext | None = None
+    context: EditorContext | None = None
 
 
 class ChatResult(Wire):
@@ -289,6 +289,13 @@ class Risk(Wire):
 
     level: RiskLevel = "low"
     reasons: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for people ("high risk: deletes files ..."); empty when nothing was found."""
+        if self.level == "low" and not self.reasons:
+            return ""
+        reasons = "; ".join(self.reasons)
+        return f"{self.level} risk: {reasons}" if reasons else f"{self.level} risk"
 
 
 class Proposal(Wire):

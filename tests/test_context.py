@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from oi_lsp import context, model
 from oi_lsp.client import OIClient
-from oi_lsp.settings import Settings
+from oi_lsp.core import context_window as context
+from oi_lsp.core import llm as model
+from oi_lsp.core import prompt
+from oi_lsp.core.settings import Settings
 from tests import modelserver as ms
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer
@@ -141,7 +143,7 @@ async def test_drops_oldest_on_the_wire(client: OIClient, model: ModelServer) ->
 
 
 def model_prompt() -> str:
-    return model.SYSTEM_MESSAGE[:200]
+    return prompt.SYSTEM_MESSAGE[:200]
 
 
 async def test_usage_is_reported_per_turn(client: OIClient, model: ModelServer) -> None:

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from oi_lsp import model
-from oi_lsp.notify import INTERVAL, Streamer
+from oi_lsp.core import llm as model
+from oi_lsp.core.prompt import to_model_messages
+from oi_lsp.core.settings import SettingsError, check, client_section, combine, env_layer
+from oi_lsp.core.streamer import INTERVAL, Streamer
 from oi_lsp.protocol import Message
-from oi_lsp.settings import SettingsError, check, client_section, combine, env_layer
-from oi_lsp.turn import to_model_messages
 
 RUNNABLE = {"python", "py", "shell", "bash"}
 

@@ -70,7 +70,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
     made: list[Executor] = []
 
     def create(language: str) -> Executor:
-        ex = registry.create(registry.canonical(language), tmp_path, "python3")
+        ex = registry.create(registry.canonical(language), tmp_path, registry.ReplOptions())
         made.append(ex)
         return ex
 
@@ -230,11 +230,11 @@ def test_unknown_and_missing_languages() -> None:
         registry.canonical("klingon")
     if not shutil.which("osascript"):
         with pytest.raises(registry.UnknownLanguage, match="macOS"):
-            registry.create("applescript", Path("."), "python3")
+            registry.create("applescript", Path("."), registry.ReplOptions())
     if not shutil.which("pwsh"):
         with pytest.raises(registry.UnknownLanguage, match="install PowerShell"):
-            registry.create("powershell", Path("."), "python3")
-    names = {info.name: info for info in registry.describe("python3")}
+            registry.create("powershell", Path("."), registry.ReplOptions())
+    names = {info.name: info for info in registry.describe(registry.ReplOptions())}
     assert names["shell"].available and names["python"].kind == "kernel"
     for info in names.values():
         assert info.available or info.install_hint

@@ -141,7 +141,7 @@ def test_nested_jsonrpc_key_in_params(raw_server: tuple[RawServer, Path]) -> Non
 
 def test_every_request_is_fuzzed() -> None:
     """A request added to the server is fuzzed too (or this fails until FIELDS names it)."""
-    from oi_lsp.server import SERVER
+    from oi_lsp.lsp.server import SERVER
 
     served = {name for name in SERVER.protocol.fm.features if name.startswith("oi/")}
     assert served == set(FIELDS)

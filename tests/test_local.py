@@ -6,7 +6,7 @@ import json
 import socket
 from pathlib import Path
 
-from oi_lsp import local
+from oi_lsp.core import model_presets as local
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer
 

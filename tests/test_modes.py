@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from oi_lsp.client import OIClient
-from oi_lsp.settings import LOOP_BREAKERS, LOOP_MESSAGE
+from oi_lsp.core.settings import LOOP_BREAKERS, LOOP_MESSAGE
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
 from tests.modelserver import ModelServer

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from oi_lsp import profiles
+from oi_lsp.core import profiles
 from tests import modelserver as ms
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer

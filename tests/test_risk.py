@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from oi_lsp import risk
 from oi_lsp.client import OIClient
+from oi_lsp.core import risk
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
 from tests.modelserver import ModelServer

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from oi_lsp.client import OIClient, to_uri
-from oi_lsp.store import Store
+from oi_lsp.core.store import Store
 from tests import modelserver as ms
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer

@@ -7,56 +7,16 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
+from ..languages import ALIASES, LANGUAGES, Language
 from ..protocol import LanguageInfo
 from . import oneshot, repl
 from .base import Executor
-from .kernel import KernelExecutor
-
-if TYPE_CHECKING:
-    from ..settings import Settings
+from .gateway.config import GatewayConfig
+from .jupyter.local import KernelExecutor
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["kernel", "subprocess", "compile", "display"]
-
-@dataclass(frozen=True, slots=True)
-class Language:
-    """A language we know how to run: by a Jupyter kernel when one is installed for it, else
-    by `kind` with the first of `programs` found on PATH."""
-
-    name: str
-    aliases: tuple[str, ...]
-    kind: Kind
-    programs: tuple[str, ...]
-    install_hint: str
-    fallback: str | None = None  # the language to run instead when this one is not installed
-
-
-LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
-    Language("python", ("py", "python3", "ipython"), "kernel", (),
-             "pip install ipykernel"),
-    Language("shell", ("bash", "sh", "console", "terminal"), "subprocess", ("bash",),
-             "install bash"),
-    Language("zsh", (), "subprocess", ("zsh",), "install zsh", fallback="shell"),
-    Language("fish", (), "subprocess", ("fish",), "install fish", fallback="shell"),
-    Language("javascript", ("js", "node", "nodejs"), "subprocess", ("node", "nodejs"),
-             "install Node.js (Debian: apt install nodejs)"),
-    Language("ruby", ("rb",), "subprocess", ("ruby",), "install Ruby (Debian: apt install ruby)"),
-    Language("r", ("rscript",), "subprocess", ("R",),
-             "install R (Debian: apt install r-base-core)"),
-    Language("powershell", ("pwsh", "ps1"), "subprocess", ("pwsh",),
-             "install PowerShell 7 (pwsh)"),
-    Language("java", (), "compile", ("javac",),
-             "install a JDK 11+ (Debian: apt install default-jdk-headless)"),
-    Language("applescript", ("osascript",), "compile", ("osascript",),
-             "AppleScript runs only on macOS (osascript)"),
-    Language("html", ("htm",), "display", (), ""),
-)}
-
-_ALIASES = {alias: lang.name for lang in LANGUAGES.values()
-            for alias in (lang.name, *lang.aliases)}
 _SPECS_TTL = 30.0
 _specs: tuple[float, dict[str, str]] | None = None
 
@@ -77,7 +37,7 @@ def kernel_languages() -> dict[str, str]:
         for name, entry in sorted(KernelSpecManager().get_all_specs().items()):
             language = str(entry.get("spec", {}).get("language", "")).strip().lower()
             if language:
-                found.setdefault(_ALIASES.get(language, language), name)
+                found.setdefault(ALIASES.get(language, language), name)
         _specs = (now, found)
     return _specs[1]
 
@@ -97,7 +57,7 @@ def _available(name: str) -> bool:
 
 def canonical(language: str) -> str:
     key = language.strip().lower()
-    name = _ALIASES.get(key) or (key if key in kernel_languages() else None)
+    name = ALIASES.get(key) or (key if key in kernel_languages() else None)
     if name is None:
         known = ", ".join(sorted(n for n in {*LANGUAGES, *kernel_languages()} if _available(n)))
         raise UnknownLanguage(f"cannot run {language!r} here: no such language is known; "
@@ -110,43 +70,50 @@ def canonical(language: str) -> str:
 
 def runnable() -> set[str]:
     """Every name (aliases included) that fenced code blocks may use to ask for a run."""
-    names = {alias for alias, name in _ALIASES.items() if _available(name)}
+    names = {alias for alias, name in ALIASES.items() if _available(name)}
     return names | set(kernel_languages())
 
 
 def language_name(language: str) -> str:
     """The canonical name of a kernelspec's `language` (bash -> shell), else itself."""
     key = language.strip().lower()
-    return _ALIASES.get(key, key)
+    return ALIASES.get(key, key)
 
 
-def create(language: str, cwd: Path, kernel_name: str,
-           settings: Settings | None = None) -> Executor:
+@dataclass(frozen=True, slots=True)
+class ReplOptions:
+    """What the settings decide about a workspace's REPLs."""
+
+    kernel_name: str = "python3"  # the Python kernelspec
+    keep_kernel: bool = False  # leave local kernels running for the next server
+    gateway: GatewayConfig | None = None  # run kernels on this Jupyter gateway
+
+
+def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
     """A new, not yet started executor for the canonical `language`. With a kernel gateway,
     Python runs there, and so does any language the gateway has a kernel for."""
     lang = LANGUAGES.get(language)
-    if settings is not None and settings.kernel_gateway is not None and (
-            lang is None or lang.kind != "display"):
-        from . import gateway  # lazy: httpx and websockets only for remote kernels
+    if options.gateway is not None and (lang is None or lang.kind != "display"):
+        from .gateway import executor as gateway  # lazy: httpx and websockets only for remote
 
         if language == "python":
-            return gateway.for_settings(language, cwd, settings)
-        return gateway.remote_or_local(language, cwd, settings,
-                                       lambda: _create_local(language, cwd, kernel_name),
+            return gateway.GatewayKernelExecutor(language, options.kernel_name, cwd,
+                                                 options.gateway)
+        return gateway.remote_or_local(language, cwd, options.gateway,
+                                       lambda: _create_local(language, cwd, options.kernel_name),
                                        language_name)
-    return _create_local(language, cwd, kernel_name,
-                         keep=settings is not None and settings.keep_kernel)
+    return _create_local(language, cwd, options.kernel_name, keep=options.keep_kernel)
 
 
-async def remote_kernels(settings: Settings | None) -> dict[str, str]:
+async def remote_kernels(options: ReplOptions) -> dict[str, str]:
     """The languages the workspace's kernel gateway has kernels for (language -> kernelspec);
     empty without a gateway, or when it cannot be asked now (logged)."""
-    if settings is None or settings.kernel_gateway is None:
+    if options.gateway is None:
         return {}
-    from . import gateway
+    from .gateway import executor as gateway
 
     try:
-        return await gateway.remote_languages(settings, language_name)
+        return await gateway.kernel_languages(options.gateway, language_name)
     except gateway.GatewayError as exc:
         log.warning("%s", exc)
         return {}
@@ -202,20 +169,17 @@ def _info(lang: Language, kernel_name: str) -> LanguageInfo:
                         install_hint=None if program else lang.install_hint)
 
 
-def describe(kernel_name: str, settings: Settings | None = None,
-             remote: dict[str, str] | None = None) -> list[LanguageInfo]:
+def describe(options: ReplOptions, remote: dict[str, str] | None = None) -> list[LanguageInfo]:
     """What runs each language; with a gateway, Python and the languages in `remote` (the
     gateway's kernels, from remote_kernels) say they run there, on its host."""
-    infos = [_info(lang, kernel_name) for lang in LANGUAGES.values()]
+    infos = [_info(lang, options.kernel_name) for lang in LANGUAGES.values()]
     infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
               for name, kernel in kernel_languages().items() if name not in LANGUAGES]
-    gateway = settings.kernel_gateway if settings is not None else None
+    gateway = options.gateway
     if gateway is not None:
-        from urllib.parse import urlsplit
-
-        runners = {**(remote or {}), "python": gateway.kernel_name or kernel_name}
+        runners = {**(remote or {}), "python": gateway.kernel_name or options.kernel_name}
         infos = [info.model_copy(update={
-            "location": "remote", "host": urlsplit(gateway.url).netloc, "kind": "kernel",
+            "location": "remote", "host": gateway.host, "kind": "kernel",
             "runner": runners[info.name], "available": True, "install_hint": None})
             if info.name in runners and info.kind != "display" else info for info in infos]
     return infos

@@ -1,0 +1,108 @@
+"""Approval: the server-wide table of pending proposals (each a future behind a random,
+single-use id bound to one workspace), and each workspace's gate that checks the risk of a
+proposal and decides whether it needs the user at all."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..protocol import PROPOSAL, Proposal, Risk
+from . import risk
+
+if TYPE_CHECKING:
+    from .activity import Activity
+    from .link import Link
+    from .settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    decision: str  # "run" | "skip" | "edit"
+    code: str | None = None
+
+
+class UnknownProposal(LookupError):
+    """The id was never issued, was already answered, or belongs to another workspace."""
+
+
+class Approvals:
+    """The server-wide table of open proposals (ids are unguessable and used once)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[str, asyncio.Future[Answer]]] = {}
+
+    def open(self, workspace: str) -> tuple[str, asyncio.Future[Answer]]:
+        proposal_id = secrets.token_urlsafe(12)
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._open[proposal_id] = (workspace, future)
+        future.add_done_callback(lambda _: self._open.pop(proposal_id, None))
+        return proposal_id, future
+
+    def answer(self, proposal_id: str, answer: Answer, workspace: str | None = None) -> None:
+        entry = self._open.get(proposal_id)
+        if entry is None or (workspace is not None and entry[0] != workspace):
+            raise UnknownProposal(f"no open proposal {proposal_id!r}"
+                                  + (" in this workspace" if workspace else ""))
+        entry[1].set_result(answer)
+
+    def drop(self, workspace: str) -> None:
+        """Cancel every open proposal of a workspace (its turn was stopped)."""
+        for ws, future in list(self._open.values()):
+            if ws == workspace:
+                future.cancel()
+
+
+class Gate:
+    """One workspace's side of approval: the risk check (and safe mode's semgrep scan) of each
+    proposal, whether it may run without asking, and the proposal sent to the client."""
+
+    def __init__(self, workspace: str, folder: Path, approvals: Approvals, link: Link,
+                 activity: Activity) -> None:
+        self.workspace = workspace
+        self.folder = folder
+        self.approvals = approvals
+        self.link = link
+        self.activity = activity
+        self._told_semgrep_missing = False
+
+    async def ask(self, turn_id: str, settings: Settings, language: str, code: str,
+                  auto_run: bool) -> Answer:
+        """The user's answer to running `code` (checked with the turn's `settings`); `run` at
+        once when `auto_run` and the check allow it."""
+        found = await self._risk(settings, language, code)
+        # High risk code, and safe mode `ask`, always wait for the user.
+        if auto_run and found.level != "high" and settings.safe_mode != "ask":
+            self.link.send(PROPOSAL, Proposal(
+                turn_id=turn_id, workspace=self.workspace,
+                proposal_id=f"auto-{secrets.token_hex(6)}", language=language, code=code,
+                auto_run=True, risk=found).wire())
+            return Answer("run")
+        self.activity.waiting(turn_id)
+        proposal_id, future = self.approvals.open(self.workspace)
+        proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
+                            language=language, code=code, auto_run=False, risk=found)
+        try:
+            return await self.link.ask(proposal, future)
+        finally:
+            future.cancel()  # answered or not, the id is used up
+
+    async def _risk(self, settings: Settings, language: str, code: str) -> Risk:
+        """The static check, plus semgrep's findings in safe mode (flagged code is high risk
+        in `auto`, so it runs only when the user approves it)."""
+        found = await asyncio.to_thread(risk.assess, code, self.folder,
+                                        bool(settings.restrict_to_workspace))
+        if settings.safe_mode == "off":
+            return found
+        findings = await risk.semgrep_scan(code, language.strip().lower())
+        if findings is None:
+            risk.raise_to(found, "low", risk.SEMGREP_MISSING)
+            if not self._told_semgrep_missing:
+                self._told_semgrep_missing = True
+                self.link.show_text(risk.SEMGREP_MISSING, error=True)
+        for finding in findings or ():
+            risk.raise_to(found, "high" if settings.safe_mode == "auto" else "medium", finding)
+        return found

@@ -1,0 +1,159 @@
+"""Fitting the conversation into the model's context window, and what a turn costs.
+
+Tokens are counted with litellm's token counter and priced with its cost map; both are
+estimates (a model unknown to litellm is counted with a generic tokenizer and has no price).
+Everything here is CPU work on plain data: callers run it in a thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from .prompt import OUTPUT_PREFIX
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW = 8000  # when neither the settings nor litellm know the model's window
+SHORT_OUTPUT = 400  # characters an old output is cut to before any message is dropped
+REPLY_RESERVE = 0.2  # share of the window kept free for the reply (when maxTokens is unset)
+TRIMMED = "\n[... trimmed to fit the context window ...]\n"
+
+
+@dataclass(slots=True)
+class Spend:
+    """Tokens and money spent in one turn or one session."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None  # USD; None while litellm knows no price for the model
+    calls: int = 0
+
+    def add(self, other: Spend) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        if other.cost is not None:
+            self.cost = (self.cost or 0.0) + other.cost
+
+
+def window(litellm: ModuleType, settings: Settings) -> int:
+    """The tokens the model takes: the setting, else litellm's model info, else a default."""
+    if settings.context_window:
+        return settings.context_window
+    try:
+        info = litellm.get_model_info(settings.model or "")
+        return int(info.get("max_input_tokens") or info.get("max_tokens") or DEFAULT_WINDOW)
+    except Exception:  # litellm raises for models it does not know
+        return DEFAULT_WINDOW
+
+
+def budget(litellm: ModuleType, settings: Settings) -> int:
+    """Tokens the messages may take: the window less what the reply needs."""
+    size = window(litellm, settings)
+    reserve = min(settings.max_tokens or int(size * REPLY_RESERVE), size // 2)
+    return max(256, size - reserve)
+
+
+def count(litellm: ModuleType, settings: Settings, messages: list[dict[str, Any]]) -> int:
+    try:
+        return int(litellm.token_counter(model=settings.model or "", messages=messages))
+    except Exception:  # a message shape the counter does not take: a rough estimate
+        return sum(len(str(m.get("content") or "")) // 4 + 4 for m in messages)
+
+
+def count_text(litellm: ModuleType, settings: Settings, text: str) -> int:
+    if not text:
+        return 0
+    try:
+        return int(litellm.token_counter(model=settings.model or "", text=text))
+    except Exception:
+        return len(text) // 4
+
+
+def price(litellm: ModuleType, settings: Settings, prompt: int, completion: int) -> float | None:
+    """USD for these tokens, or None when litellm's cost map does not know the model."""
+    try:
+        a, b = litellm.cost_per_token(model=settings.model or "", prompt_tokens=prompt,
+                                      completion_tokens=completion)
+        return float(a) + float(b)
+    except Exception:
+        return None
+
+
+def measure(litellm: ModuleType, settings: Settings, sent: list[dict[str, Any]],
+            reply_text: str) -> Spend:
+    """What one model call cost: the messages sent and the reply (text and tool arguments)."""
+    prompt = count(litellm, settings, sent)
+    completion = count_text(litellm, settings, reply_text)
+    return Spend(prompt, completion, price(litellm, settings, prompt, completion), calls=1)
+
+
+def _bytes(message: dict[str, Any]) -> int:
+    """An upper bound of a message's tokens: its UTF-8 bytes, plus the per-message framing."""
+    return len(json.dumps(message, ensure_ascii=False).encode()) + 8
+
+
+def _is_output(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and (
+        message["role"] == "tool"
+        or (message["role"] == "user" and content.startswith(OUTPUT_PREFIX)))
+
+
+def _shorten(text: str) -> str:
+    return text[:SHORT_OUTPUT // 2] + TRIMMED + text[-SHORT_OUTPUT // 2:]
+
+
+def fit(litellm: ModuleType, settings: Settings,
+        messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages within the window. The system message and the newest exchange (from the
+    last user message on) stay. First old long outputs are shortened, oldest first; then the
+    oldest exchanges are dropped whole (so a tool result never loses the call it answers);
+    last the current exchange's own long outputs are shortened."""
+    limit = budget(litellm, settings)
+    if sum(_bytes(m) for m in messages) <= limit:
+        return messages  # surely fits: a token is at least one byte; no need to count
+    sizes = [count(litellm, settings, [m]) for m in messages]
+    total = sum(sizes)
+    if total <= limit or len(messages) < 2:
+        return messages
+    out = copy.deepcopy(messages)
+    last_user = max((i for i, m in enumerate(out) if m["role"] == "user"), default=len(out) - 1)
+
+    def shorten(i: int) -> None:
+        nonlocal total
+        out[i]["content"] = _shorten(out[i]["content"])
+        size = count(litellm, settings, [out[i]])
+        total += size - sizes[i]
+        sizes[i] = size
+
+    # 1. Old long outputs, oldest first.
+    for i in range(1, last_user):
+        if total <= limit:
+            return out
+        if _is_output(out[i]) and len(out[i]["content"]) > SHORT_OUTPUT + len(TRIMMED):
+            shorten(i)
+    # 2. The oldest exchanges, whole: from message 1 up to (not including) the next user one.
+    while total > limit:
+        following = next((j for j in range(2, last_user + 1) if out[j]["role"] == "user"), None)
+        if following is None:
+            break
+        total -= sum(sizes[1:following])
+        del out[1:following], sizes[1:following]
+        last_user -= following - 1
+    # 3. The current exchange's outputs (a long run in this very turn).
+    for i in range(last_user + 1, len(out)):
+        if total <= limit:
+            break
+        if _is_output(out[i]) and len(out[i]["content"]) > SHORT_OUTPUT + len(TRIMMED):
+            shorten(i)
+    if total > limit:
+        log.warning("the newest messages alone exceed the context window (%s > %s tokens)",
+                    total, limit)
+    return out

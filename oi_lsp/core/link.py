@@ -1,0 +1,32 @@
+"""What the core needs from the front end it serves (the LSP server today; an ACP agent or a
+shared server tomorrow): a way to send notifications, to ask, and to tell the user."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from ..protocol import Proposal
+from .approval import Answer
+
+# (text, actions) -> the action the user chose (None: none / dismissed); no actions: just tell
+Tell = Callable[[str, list[str]], Awaitable[str | None]]
+
+
+class Link(Protocol):
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        """An oi/* notification (oi/stream, oi/proposal, oi/turn)."""
+        ...
+
+    async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
+        """Show the proposal and return the user's answer (`answer` resolves on oi/approve)."""
+        ...
+
+    def show_text(self, text: str, error: bool = False) -> None:
+        """Text for clients that do not render oi/stream (no-op for those that do)."""
+        ...
+
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        """A warning for the user; with actions, the one they chose (None if none)."""
+        ...

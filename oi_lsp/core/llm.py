@@ -1,0 +1,236 @@
+"""The model: litellm's streaming completion turned into plain events.
+
+litellm takes seconds to import, so it is loaded lazily: `warm_up()` loads it in a thread after
+`initialize`, and the first turn waits for that same load instead of importing it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from . import model_presets
+from .settings import Settings
+
+# %verbose output goes to the server log whatever --log-level says.
+_verbose = logging.getLogger("oi_lsp.verbose")
+_verbose.setLevel(logging.INFO)
+
+EXECUTE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "execute",
+        "description": "Executes code on the user's machine, in a persistent session of that "
+                       "language, and returns the output.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "language": {"type": "string",
+                             "description": "The programming language, e.g. python or shell."},
+                "code": {"type": "string", "description": "The code to execute."},
+            },
+            "required": ["language", "code"],
+        },
+    },
+}
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it
+
+
+@dataclass(slots=True)
+class Reply:
+    """What one model call produced once its stream ended."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+class ModelError(Exception):
+    """A model call failed; the message says what to do about it (never the API key)."""
+
+
+# Lazy litellm ----------------------------------------------------------------------------------
+
+_loading: asyncio.Future[ModuleType] | None = None
+
+
+def _import_litellm() -> ModuleType:
+    # Offline, litellm would try to download its price map at import time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # litellm prints at import; stdout is the LSP stream
+    try:
+        import litellm
+    finally:
+        sys.stdout = real_stdout
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    # Load the tokenizer now, off the first turn (context trimming counts every call).
+    with contextlib.suppress(Exception):
+        litellm.token_counter(model="gpt-4o-mini", text="warm up")
+    return litellm
+
+
+def warm_up() -> asyncio.Future[ModuleType]:
+    """Start loading litellm in a thread (once); await the result to use it.
+
+    A daemon thread, not asyncio.to_thread: the import takes seconds (tens on a busy machine),
+    and a server told to exit must not wait for it at interpreter shutdown.
+    """
+    global _loading
+    if _loading is None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ModuleType] = loop.create_future()
+
+        def settle(result: ModuleType | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+
+        def load() -> None:
+            try:
+                result, error = _import_litellm(), None
+            except BaseException as exc:  # handed to whoever awaits the future
+                result, error = None, exc
+            with contextlib.suppress(RuntimeError):  # the loop may be closed by now
+                loop.call_soon_threadsafe(settle, result, error)
+
+        threading.Thread(target=load, name="litellm-import", daemon=True).start()
+        _loading = future
+    return _loading
+
+
+def loaded() -> ModuleType | None:
+    """litellm, once warm_up() has loaded it."""
+    if _loading is None or not _loading.done() or _loading.cancelled() or _loading.exception():
+        return None
+    return _loading.result()
+
+
+# Streaming -------------------------------------------------------------------------------------
+
+def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    if not settings.model:
+        raise ModelError(
+            "No model is configured. Set `model` (e.g. gpt-4o-mini with an OpenAI key in "
+            "OPENAI_API_KEY or `apiKey`, or ollama/llama3.1 for a local Ollama) in the `oi` "
+            "settings, or OI_MODEL in the environment.")
+    args: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": True}
+    if settings.tool_calls:
+        args["tools"] = [EXECUTE_TOOL]
+    if settings.api_base:
+        args["api_base"] = settings.api_base
+    if settings.api_key is not None:
+        args["api_key"] = settings.api_key.get_secret_value()
+    elif model_presets.is_local(settings.model, settings.api_base):
+        # A local server wants no key, but litellm's OpenAI client insists on one; never send
+        # the user's real OPENAI_API_KEY to it.
+        args["api_key"] = "local"
+    if settings.temperature is not None:
+        args["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        args["max_tokens"] = settings.max_tokens
+    return args
+
+
+async def stream(settings: Settings, messages: list[dict[str, Any]],
+                 reply: Reply) -> AsyncIterator[str]:
+    """Yield the reply's text as it streams; tool calls and finish reason land in `reply`."""
+    args = completion_args(settings, messages)
+    if settings.verbose:
+        _verbose.info("request to %s: %s", settings.model, json.dumps(messages,
+                                                                      ensure_ascii=False))
+    litellm = await warm_up()
+    try:
+        response = await litellm.acompletion(**args)
+    except Exception as exc:
+        raise ModelError(describe_error(exc, settings)) from None
+    try:
+        calls: dict[int, ToolCall] = {}
+        async for chunk in response:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if choice.finish_reason:
+                reply.finish_reason = choice.finish_reason
+            if delta is None:
+                continue
+            if delta.content:
+                reply.text += delta.content
+                yield delta.content
+            for piece in delta.tool_calls or ():
+                call = calls.setdefault(piece.index or 0, ToolCall("", "", ""))
+                if piece.id:
+                    call.id = piece.id
+                if piece.function is not None:
+                    call.name += piece.function.name or ""
+                    call.arguments += piece.function.arguments or ""
+        reply.tool_calls = [calls[i] for i in sorted(calls)]
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise ModelError(describe_error(exc, settings)) from None
+    finally:
+        # Close the HTTP stream at once: on stop, a hosted model would go on generating
+        # (and billing) tokens nobody reads.
+        aclose = getattr(response, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+def describe_error(exc: Exception, settings: Settings) -> str:
+    """A clear, key-free sentence about a failed model call."""
+    status = getattr(exc, "status_code", None)
+    text = str(exc)
+    if settings.api_key is not None:
+        text = text.replace(settings.api_key.get_secret_value(), "***")
+    text = re.sub(r"(sk-|key-)[A-Za-z0-9_\-]{6,}", r"\1***", text)
+    where = f" at {settings.api_base}" if settings.api_base else ""
+    if status == 401:
+        return f"The model{where} refused the API key (401): check your API key."
+    if status == 429:
+        return f"The model{where} is rate limiting requests (429); try again shortly."
+    if status == 404:
+        return f"Model {settings.model!r} was not found{where} (404)."
+    if "Connection" in type(exc).__name__ or "connect" in text.lower():
+        return f"Could not reach the model{where}: {text.splitlines()[0] if text else exc!r}"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"Model error{f' ({status})' if status else ''}: {first}"
+
+
+# Fenced code blocks (for models that answer with Markdown instead of tool calls) ---------------
+
+_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+#.-]*)[^\n]*\n(?P<code>.*?)"
+                    r"^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def code_blocks(text: str, runnable: set[str]) -> list[tuple[str, str]]:
+    """(language, code) of each complete fenced block whose language can be run."""
+    blocks = []
+    for match in _FENCE.finditer(text):
+        lang = match["lang"].lower()
+        code = match["code"]
+        if lang in runnable and code.strip():
+            blocks.append((lang, code.rstrip("\n")))
+    return blocks

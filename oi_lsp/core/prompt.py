@@ -1,0 +1,140 @@
+"""What the model is sent: the system message, and the conversation in chat-completions form.
+
+The conversation is kept in Open Interpreter's LMC shape (protocol.Message); this module turns it
+into the messages litellm takes, pairing every tool call with its result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..protocol import EditorContext, Message
+from .settings import Settings
+
+SYSTEM_MESSAGE = """\
+You are Open Interpreter, a world-class programmer that can complete any goal by executing code.
+First, write a plan. Always recap the plan between each code block.
+When you execute code, it will be executed on the user's machine, in a persistent session: \
+variables and imports survive between runs. The user has given you full and complete permission \
+to execute any code necessary to complete the task; they approve each run.
+To run code, call the `execute` tool with a language and the code. Its result is the output.
+You can install new packages. You can access the internet only if the user's machine can.
+The working directory is the user's workspace folder. Write messages to the user in Markdown.
+In general, try to make plans with as few steps as possible. Try to do things in small, \
+informed steps: run a little code, look at the result, then continue.
+You are capable of almost any task, but you may be wrong: check your work."""
+
+CODE_BLOCK_SYSTEM_MESSAGE = """\
+To run code, write it in a fenced Markdown code block with its language, e.g. ```python. \
+Each such block is proposed to the user, run when they approve, and its output sent back to you."""
+
+# How the result of fenced code (no tool call) goes back to the model, as user text; the
+# context window recognises old outputs by it.
+OUTPUT_PREFIX = "Output of the "
+
+
+def with_context(text: str, context: EditorContext | None) -> str:
+    """The user's message with the editor's context (file, language, selection) attached."""
+    if context is None or not (context.uri or context.selection):
+        return text
+    parts = [text, "", "Context from the editor:"]
+    if context.uri:
+        where = context.uri.removeprefix("file://")
+        if context.range is not None:
+            where += f" (lines {context.range.start.line + 1}-{context.range.end.line + 1})"
+        parts.append(f"File: {where}" + (f", language: {context.language}"
+                                         if context.language else ""))
+    if context.selection:
+        parts += [f"```{context.language or ''}", context.selection, "```"]
+    return "\n".join(parts)
+
+
+def system_message(settings: Settings) -> str:
+    system = SYSTEM_MESSAGE
+    if not settings.tool_calls:
+        system += "\n\n" + CODE_BLOCK_SYSTEM_MESSAGE
+    if settings.system_message:
+        system += "\n\n" + settings.system_message
+    return system
+
+
+def to_model_messages(messages: list[Message], settings: Settings) -> list[dict[str, Any]]:
+    """The conversation in chat-completions form; every tool call gets its tool result."""
+    builder = _Builder(settings)
+    for m in messages:
+        builder.add(m)
+    builder.settle()
+    return builder.out
+
+
+class _Builder:
+    """Walks the conversation once: a code message and what followed it (its confirmation and
+    outputs) are held until the next message of the model or the user, then become one result."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.tools = settings.tool_calls
+        self.out: list[dict[str, Any]] = [{"role": "system",
+                                           "content": system_message(settings)}]
+        self.assistant: dict[str, Any] | None = None  # the model message being built
+        self.pending: list[Message] = []  # a code message and what followed it
+
+    def add(self, m: Message) -> None:
+        if m.role == "user":
+            self.settle()
+            self.assistant = None
+            self.out.append({"role": "user", "content": m.content})
+        elif m.role == "assistant" and m.type == "message":
+            self.settle()
+            self.assistant = {"role": "assistant", "content": m.content}
+            self.out.append(self.assistant)
+        elif m.role == "assistant" and m.type == "code":
+            self.settle()
+            self._code(m)
+            self.pending.append(m)
+        elif self.pending:
+            self.pending.append(m)
+
+    def _code(self, m: Message) -> None:
+        if not m.tool_call_id:
+            return  # fenced code: it is in the text of the model's message already
+        if not self.tools:
+            # Tools are off now (toolCalls: false): earlier calls read as fenced code.
+            fenced = f"```{m.format or ''}\n{m.content}\n```"
+            if self.assistant is None:
+                self.assistant = {"role": "assistant", "content": fenced}
+                self.out.append(self.assistant)
+            else:
+                self.assistant["content"] = (
+                    f"{self.assistant['content'] or ''}\n{fenced}".lstrip())
+            return
+        if self.assistant is None:
+            self.assistant = {"role": "assistant", "content": None}
+            self.out.append(self.assistant)
+        args = (m.content if m.format == "text"
+                else json.dumps({"language": m.format, "code": m.content}))
+        self.assistant.setdefault("tool_calls", []).append({
+            "id": m.tool_call_id, "type": "function",
+            "function": {"name": "execute", "arguments": args}})
+
+    def settle(self) -> None:
+        """The held code message's result, as a tool result or (fenced code) user text."""
+        if not self.pending:
+            return
+        code, rest = self.pending[0], self.pending[1:]
+        self.pending = []
+        ran = next((m for m in rest if m.type == "confirmation"), None)
+        results = [m.content for m in rest if m.type in ("console", "image")]
+        if ran is None and not results:
+            result = "The user declined to run this code; it did not run."
+        else:
+            result = "\n".join(results) or "(no output)"
+            if ran is not None and ran.content != code.content:
+                result = (f"The user edited the code before running it. This ran instead:\n"
+                          f"```{ran.format or ''}\n{ran.content}\n```\nOutput:\n{result}")
+        if code.tool_call_id and self.tools:
+            self.out.append({"role": "tool", "tool_call_id": code.tool_call_id,
+                             "content": result})
+        else:
+            self.out.append({"role": "user",
+                             "content": f"{OUTPUT_PREFIX}{code.format} code:\n{result}"})

@@ -1,0 +1,172 @@
+"""The settings model and how layers of values (env, client, workspace) combine."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from . import model_presets
+
+log = logging.getLogger(__name__)
+
+
+# Open Interpreter's loop mode: the prompt that keeps the model going, and the phrases that end it.
+LOOP_MESSAGE = (
+    "Proceed. You CAN run code on my machine. If the entire task I asked for is done, say "
+    "exactly 'The task is done.' If you need some specific information (like username or "
+    "password) say EXACTLY 'Please provide more information.' If it's impossible, say 'The "
+    "task is impossible.' (If I haven't provided a task, say exactly 'Let me know what you'd "
+    "like to do next.') Otherwise keep going.")
+LOOP_BREAKERS = ["The task is done.", "The task is impossible.",
+                 "Let me know what you'd like to do next.", "Please provide more information."]
+
+
+class KernelGateway(BaseModel):
+    """A Jupyter Kernel Gateway / Enterprise Gateway that runs the workspace's kernels."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              strict=True)
+
+    url: str = Field(pattern=r"^https?://")
+    token: SecretStr | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    validate_cert: bool = True
+    kernel_name: str | None = None
+    request_timeout: float = Field(default=30.0, gt=0)
+
+
+class Settings(BaseModel):
+    """Effective settings of one session. camelCase on the wire (see docs/protocol.md).
+    Read only once made: a session hands the same object out until its layers change."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              strict=True)
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
+    auto_run: bool = False
+    system_message: str | None = None
+    max_output: int = Field(default=2800, gt=0)
+    execution_timeout: float | None = Field(default=None, gt=0)
+    active_line: bool = False  # stream which line runs (Python, bash); see executors/active_line
+    max_steps: int = Field(default=30, gt=0)
+    tool_calls: bool = True
+    kernel_name: str = "python3"
+    # Set by the client (initializationOptions) for workspaces the user has not trusted.
+    trusted: bool = True
+    kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
+    keep_kernel: bool = False  # leave the kernel running when the workspace closes
+    verbose: bool = False  # log every model request (%verbose)
+    # Past this resident memory (MB) a REPL is restarted, when the user agrees ("ask") or at once.
+    kernel_memory_limit_mb: int | None = Field(default=None, gt=0, alias="kernelMemoryLimitMB")
+    kernel_memory_limit_action: Literal["ask", "restart"] = "ask"
+    # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
+    safe_mode: Literal["off", "ask", "auto"] = "off"
+    restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
+    max_budget: float | None = Field(default=None, gt=0)  # USD per session
+    loop: bool = False  # keep prompting the model until it says a loop breaker
+    loop_message: str = Field(default=LOOP_MESSAGE, min_length=1)
+    loop_breakers: list[str] = Field(default_factory=lambda: list(LOOP_BREAKERS))
+    profile: str | None = None  # a YAML profile in the user config folder (profiles.py)
+    local: Literal["ollama", "lmstudio", "llamafile", "jan"] | None = None  # local.py's presets
+
+    @model_validator(mode="after")
+    def _untrusted_never_auto_runs(self) -> Settings:
+        # Whatever layer turned autoRun on (a client setting, oi/configure), an untrusted
+        # workspace does not auto-run; the effective value says so to every reader.
+        if not self.trusted:
+            self.auto_run = False
+        if self.restrict_to_workspace is None:
+            self.restrict_to_workspace = not self.trusted
+        return self
+
+    def public(self) -> dict[str, Any]:
+        """The settings as shown to clients: never the key itself."""
+        data = self.model_dump(by_alias=True, exclude={"api_key"}, mode="json")
+        data["apiKeySet"] = self.api_key is not None
+        if self.kernel_gateway is not None:  # headers may carry credentials too
+            gateway = data["kernelGateway"]
+            gateway.pop("token", None)
+            gateway["tokenSet"] = self.kernel_gateway.token is not None
+            gateway["headers"] = dict.fromkeys(gateway["headers"], "********")
+        return data
+
+
+_FIELDS = {f.alias or name: name for name, f in Settings.model_fields.items()}
+_KNOWN = set(_FIELDS) | set(_FIELDS.values())
+
+
+class SettingsError(ValueError):
+    """A value of the wrong type; the message names the key (never the value of apiKey)."""
+
+
+def env_layer(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Defaults from the environment, for editors without a settings UI."""
+    environ = os.environ if environ is None else environ
+    layer: dict[str, Any] = {}
+    for var, key in (("OI_MODEL", "model"), ("OI_API_BASE", "apiBase"), ("OI_API_KEY", "apiKey")):
+        if environ.get(var):
+            layer[key] = environ[var]
+    if environ.get("OI_KERNEL_GATEWAY_URL"):
+        # The token alone (without the URL) is also read by executors/gateway.py.
+        layer["kernelGateway"] = {"url": environ["OI_KERNEL_GATEWAY_URL"]}
+        if environ.get("OI_KERNEL_GATEWAY_TOKEN"):
+            layer["kernelGateway"]["token"] = environ["OI_KERNEL_GATEWAY_TOKEN"]
+    return layer
+
+
+def split_known(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Keep the keys Settings knows; return the others' names so they can be reported."""
+    known = {k: v for k, v in values.items() if k in _KNOWN}
+    unknown = sorted(k for k in values if k not in _KNOWN)
+    for key in unknown:
+        log.warning("ignoring unknown setting %r", key)
+    return known, unknown
+
+
+def check(layer: Mapping[str, Any]) -> None:
+    """Raise SettingsError naming every key of `layer` whose value has the wrong type."""
+    try:
+        Settings.model_validate(dict(layer))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            # Pydantic's message can echo the input; for the key, name the problem only.
+            secret = key in ("apiKey", "api_key") or any(  # kernelGateway.token / .headers.*
+                part in ("token", "headers") for part in key.split(".")[1:2])
+            msg = "expected a string" if secret else err["msg"]
+            problems.append(f"setting {key!r}: {msg}")
+        raise SettingsError("; ".join(problems)) from None
+
+
+def field_name(key: str) -> str | None:
+    """The snake_case name of a setting given either spelling, or None when there is none."""
+    return _FIELDS.get(key) or (key if key in _KNOWN else None)
+
+
+def combine(*layers: Mapping[str, Any]) -> Settings:
+    """Later layers win key by key; each layer must already have passed check(). A local
+    preset then fills in its URL and the small-context defaults where nothing set them."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            merged[_FIELDS.get(key, key)] = value
+    return Settings.model_validate(model_presets.apply_preset(merged))
+
+
+def client_section(raw: Any) -> dict[str, Any]:
+    """The `oi` section of initializationOptions or didChangeConfiguration settings."""
+    if not isinstance(raw, Mapping):
+        return {}
+    section = raw.get("oi", raw)
+    return dict(section) if isinstance(section, Mapping) else {}

@@ -1,0 +1,231 @@
+"""Saving and loading a workspace's conversations, atomically, under the user data folder.
+
+Layout (under `<data dir>/sessions/`):
+    <hash of the workspace URI>/<conversation id>.json   one file per conversation
+    <hash of the workspace URI>/current                  the id of the open conversation
+    <hash of the workspace URI>.json                     the old single-conversation file: moved
+                                                         into the folder (migrated) when read
+Every write goes to a temp file, is fsynced and renamed over the old file, so a server killed
+at any moment leaves the old or the new file whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from pydantic import TypeAdapter, ValidationError
+
+from ..files import atomic_write, data_dir, digest
+from ..protocol import CONVERSATION_ID, Message
+
+log = logging.getLogger(__name__)
+
+_MESSAGES = TypeAdapter(list[Message])
+FORMAT_VERSION = 2
+_ID = re.compile(CONVERSATION_ID)  # ids name files: no dots, no slashes
+TITLE_LENGTH = 80
+_STALE_TEMP = 600.0  # seconds: a temp file older than this is no save in progress
+
+
+class UnknownConversation(LookupError):
+    """No saved conversation of this workspace has that id."""
+
+
+class DamagedConversation(ValueError):
+    """A conversation file that cannot be read; it has been moved aside (the message says where)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    id: str
+    title: str
+    created: float
+    updated: float
+    message_count: int
+
+
+@dataclass(slots=True)
+class Loaded:
+    """The conversation a workspace had open, and a notice when a damaged file was set aside."""
+
+    id: str
+    messages: list[Message]
+    created: float
+    notice: str | None = None
+
+
+def new_conversation_id() -> str:
+    """Sorts by creation time; random enough that two servers never collide."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def valid_id(conversation_id: str) -> bool:
+    return bool(_ID.match(conversation_id))
+
+
+def title_of(messages: list[Message]) -> str:
+    """The first line of the first user message, shortened."""
+    first = next((m.content for m in messages if m.role == "user" and m.content.strip()), "")
+    line = first.strip().splitlines()[0] if first.strip() else ""
+    return line if len(line) <= TITLE_LENGTH else line[:TITLE_LENGTH - 1].rstrip() + "…"
+
+
+class Store:
+    """The conversations of every workspace, one folder per workspace (named by a hash)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or data_dir()) / "sessions"
+
+    def folder(self, workspace: str) -> Path:
+        return self.root / digest(workspace)
+
+    def spill_dir(self, workspace: str) -> Path:
+        """Where the whole outputs of a workspace's runs go when the model sees them trimmed."""
+        return self.folder(workspace) / "outputs"
+
+    def path(self, workspace: str, conversation_id: str) -> Path:
+        if not valid_id(conversation_id):
+            raise UnknownConversation(f"no conversation {conversation_id!r}")
+        return self.folder(workspace) / f"{conversation_id}.json"
+
+    # Reading -----------------------------------------------------------------------------
+
+    def load(self, workspace: str) -> Loaded:
+        """The conversation the workspace had open (a new empty one when there is none)."""
+        self._migrate(workspace)
+        self._drop_stale_temp(workspace)
+        current = self._current(workspace)
+        if current is None:
+            return Loaded(new_conversation_id(), [], time.time())
+        try:
+            messages, created = self._read(workspace, current)
+            return Loaded(current, messages, created)
+        except UnknownConversation:
+            return Loaded(current, [], time.time())
+        except DamagedConversation as exc:
+            return Loaded(new_conversation_id(), [], time.time(),
+                          f"{exc}; a new conversation started.")
+
+    def read(self, workspace: str, conversation_id: str) -> list[Message]:
+        """Raises UnknownConversation, or DamagedConversation after moving the file aside."""
+        return self._read(workspace, conversation_id)[0]
+
+    def _read(self, workspace: str, conversation_id: str) -> tuple[list[Message], float]:
+        path = self.path(workspace, conversation_id)
+        try:
+            data = _parse(path.read_bytes())
+            return _MESSAGES.validate_python(data["messages"]), float(
+                data.get("created") or data.get("updated") or 0)
+        except FileNotFoundError:
+            raise UnknownConversation(f"no conversation {conversation_id!r}") from None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+            raise DamagedConversation(_set_aside(path, exc)) from None
+
+    def summaries(self, workspace: str) -> list[Summary]:
+        """Every readable saved conversation of the workspace, newest first. A damaged file is
+        left where it is (it is moved aside when someone opens it) and skipped."""
+        self._migrate(workspace)
+        summaries = []
+        for path in self.folder(workspace).glob("*.json"):
+            try:
+                data = _parse(path.read_bytes())
+                messages = data["messages"]
+                title = data.get("title")
+                if not isinstance(title, str):
+                    title = title_of(_MESSAGES.validate_python(messages))
+                updated = float(data.get("updated") or path.stat().st_mtime)
+                summaries.append(Summary(path.stem, title,
+                                         float(data.get("created") or updated), updated,
+                                         len(messages)))
+            except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+                log.warning("skipping unreadable conversation %s: %s", path, exc)
+        return sorted(summaries, key=lambda s: s.updated, reverse=True)
+
+    def _current(self, workspace: str) -> str | None:
+        try:
+            text = (self.folder(workspace) / "current").read_text().strip()
+        except OSError:
+            return None
+        return text if valid_id(text) else None
+
+    def _migrate(self, workspace: str) -> None:
+        """Move the single-conversation file of older versions into the workspace's folder,
+        as its open conversation (a rename: the file itself is kept as it was)."""
+        legacy = self.root / f"{digest(workspace)}.json"
+        if not legacy.exists():
+            return
+        conversation_id = new_conversation_id()
+        self.folder(workspace).mkdir(parents=True, exist_ok=True)
+        os.replace(legacy, self.path(workspace, conversation_id))
+        self.set_current(workspace, conversation_id)
+        log.info("moved %s into %s", legacy, self.folder(workspace))
+
+    def _drop_stale_temp(self, workspace: str) -> None:
+        """Delete the temp files of saves a killed server never finished (they are never
+        read: the file they were to replace is whole). Another live server's are kept."""
+        for tmp in self.folder(workspace).glob(".*.tmp"):
+            pid = tmp.name.rsplit(".", 2)[-2]
+            try:
+                if pid.isdigit() and psutil.pid_exists(int(pid)) \
+                        and time.time() - tmp.stat().st_mtime < _STALE_TEMP:
+                    continue
+                tmp.unlink()
+                log.info("removed %s, left by an interrupted save", tmp.name)
+            except OSError:
+                continue
+
+    # Writing -----------------------------------------------------------------------------
+
+    def save(self, workspace: str, conversation_id: str, messages: list[Message],
+             created: float) -> None:
+        """Write the conversation and mark it as the open one."""
+        body = json.dumps({
+            "version": FORMAT_VERSION,
+            "workspace": workspace,
+            "id": conversation_id,
+            "title": title_of(messages),
+            "created": created,
+            "updated": time.time(),
+            "messages": [m.model_dump(by_alias=True, exclude_none=True) for m in messages],
+        }, ensure_ascii=False).encode()
+        atomic_write(self.path(workspace, conversation_id), body)
+        if self._current(workspace) != conversation_id:
+            self.set_current(workspace, conversation_id)
+
+    def set_current(self, workspace: str, conversation_id: str) -> None:
+        atomic_write(self.folder(workspace) / "current", conversation_id.encode())
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError("not a JSON object")
+    return data
+
+
+def _set_aside(path: Path, exc: Exception) -> str:
+    """Move a damaged file to `<name>.corrupt-<time>` (never deleted); say what happened."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    why = f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        os.replace(path, aside)
+    except OSError as move_error:
+        log.error("session file %s is damaged (%s) and could not be moved: %s",
+                  path, why, move_error)
+        return f"The saved conversation {path} could not be read ({why}) and was left in place"
+    log.error("session file %s is damaged (%s); moved to %s", path, why, aside)
+    return f"The saved conversation could not be read ({why}); it was moved to {aside}"

@@ -1,0 +1,115 @@
+"""Turns a workspace's output into `oi/stream` notifications: blocks, in order, coalesced.
+
+At most one block is open at a time: content of another kind closes the open block (`end`) and
+opens a new one (`start`), so a client only ever appends to the block it opened last.
+The first piece after a quiet spell goes out at once (a model token reaches the editor with no
+added delay); during a flood, content is gathered and flushed once per INTERVAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import protocol
+
+Send = Callable[[str, dict[str, Any]], None]
+Key = tuple[str, protocol.Role, protocol.ChunkType, str | None]
+
+INTERVAL = 0.02  # at most one content notification per 20 ms ...
+MAX_BYTES = 64 * 1024  # ... unless this much is waiting
+
+
+class Streamer:
+    def __init__(self, send: Send, workspace: str) -> None:
+        self._send = send
+        self._workspace = workspace
+        self._open: Key | None = None
+        self._parts: list[str] = []
+        self._size = 0
+        self._last = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._line: tuple[str, str] | None = None  # (turn, line number) not sent yet
+
+    def content(self, turn_id: str, role: protocol.Role, type_: protocol.ChunkType,
+                format_: str | None, text: str) -> None:
+        """Append text to the block of this kind, opening it if another kind is open."""
+        if not text:
+            return
+        key = (turn_id, role, type_, format_)
+        if key != self._open:
+            self.close()
+            self._open = key
+            self._emit(key, start=True)
+        self._parts.append(text)
+        self._size += len(text)
+        now = time.monotonic()
+        if self._size >= MAX_BYTES or now - self._last >= INTERVAL:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(
+                INTERVAL - (now - self._last), self.flush)
+
+    def whole(self, turn_id: str, role: protocol.Role, type_: protocol.ChunkType,
+              format_: str | None, content: str) -> None:
+        """A block that arrives complete (an image, the code about to run): start, content, end."""
+        self.close()
+        key = (turn_id, role, type_, format_)
+        self._emit(key, start=True)
+        self._emit(key, content=content)
+        self._emit(key, end=True)
+
+    def line(self, turn_id: str, number: str) -> None:
+        """The line a run executes now: not a block (the open one stays open); coalesced like
+        content, and only the latest line of a flush interval is sent."""
+        self._line = (turn_id, number)
+        now = time.monotonic()
+        if now - self._last >= INTERVAL:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(
+                INTERVAL - (now - self._last), self.flush)
+
+    def status(self, turn_id: str, state: str, text: str | None = None) -> None:
+        """What the session is doing; not a block, so it leaves the open block open."""
+        self.flush()
+        self._emit((turn_id, "computer", "status", state), content=text)
+
+    def resources(self, turn_id: str, repl: protocol.ReplStatus, text: str) -> None:
+        """A REPL's figures during a long run; a status chunk, like `status`."""
+        self.flush()
+        chunk = protocol.StreamChunk(turn_id=turn_id, workspace=self._workspace, role="computer",
+                                     type="status", format="resources", content=text, repl=repl)
+        self._send(protocol.STREAM, chunk.wire())
+
+    def close(self) -> None:
+        """End the open block, after sending what it still holds."""
+        self.flush()
+        if self._open is not None:
+            key, self._open = self._open, None
+            self._emit(key, end=True)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._parts and self._open is not None:
+            text = "".join(self._parts)
+            self._parts.clear()
+            self._size = 0
+            self._last = time.monotonic()  # only content counts toward the rate limit
+            self._emit(self._open, content=text)
+        if self._line is not None:
+            (turn_id, number), self._line = self._line, None
+            self._last = time.monotonic()
+            self._emit((turn_id, "computer", "console", "active_line"), content=number)
+
+    def _emit(self, key: Key, *, content: str | None = None, start: bool = False,
+              end: bool = False) -> None:
+        turn_id, role, type_, format_ = key
+        chunk = protocol.StreamChunk(turn_id=turn_id, workspace=self._workspace, role=role,
+                                     type=type_, format=format_, content=content,
+                                     start=start or None, end=end or None)
+        self._send(protocol.STREAM, chunk.wire())

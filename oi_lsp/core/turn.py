@@ -1,0 +1,195 @@
+"""One turn: model → text / proposal → approval → execution → result back to the model → ...
+
+The turn knows nothing of LSP or kernels: its workspace hands it callables for asking approval
+and running code, and a streamer for what the client sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..executors.base import Chunk, RunResult
+from ..protocol import EditorContext, Message, TurnStatus
+from . import context_window, llm, run_output
+from .activity import Activity
+from .approval import Answer
+from .prompt import to_model_messages, with_context
+from .settings import Settings
+from .streamer import Streamer
+
+log = logging.getLogger(__name__)
+
+# (language, code) -> the user's answer
+Ask = Callable[[str, str], Awaitable[Answer]]
+# (language, code, chunks) -> result; every chunk printed is appended to `chunks` as it comes
+RunCode = Callable[[str, str, list[Chunk]], Awaitable[RunResult]]
+
+
+@dataclass(slots=True)
+class Outcome:
+    status: TurnStatus
+    error: str | None = None
+
+
+class Turn:
+    def __init__(self, turn_id: str, settings: Settings, messages: list[Message], *,
+                 record: Callable[[Message], None], streamer: Streamer, activity: Activity,
+                 ask: Ask, run_code: RunCode, runnable: set[str],
+                 on_text: Callable[[str], None], spent: context_window.Spend,
+                 spill_dir: Path) -> None:
+        self.turn_id = turn_id
+        self.settings = settings
+        self.messages = messages  # the workspace's conversation; read, appended via record
+        self.record = record
+        self.streamer = streamer
+        self.activity = activity
+        self.ask = ask
+        self.run_code = run_code
+        self.runnable = runnable
+        self.on_text = on_text  # the model's text, for clients that do not render oi/stream
+        self.spill_dir = spill_dir  # where the whole of a trimmed output is kept
+        self.steps = 0
+        self.usage = context_window.Spend()  # this turn's model calls
+        self.spent = spent  # the workspace's, since it opened (for maxBudget)
+
+    def _say(self, role: Any, type_: Any, content: str, format_: str | None = None,
+             tool_call_id: str | None = None) -> None:
+        self.record(Message(role=role, type=type_, format=format_, content=content,
+                            turn_id=self.turn_id, tool_call_id=tool_call_id))
+
+    async def run(self, text: str, context: EditorContext | None) -> Outcome:
+        self._say("user", "message", with_context(text, context))
+        while True:
+            over = self._over_budget()
+            if over:
+                return Outcome("error", over)
+            reply = llm.Reply()
+            self.activity.set(self.turn_id, "thinking")
+            sent = await self._fitted()
+            try:
+                async for delta in llm.stream(self.settings, sent, reply):
+                    self.streamer.content(self.turn_id, "assistant", "message", None, delta)
+            finally:
+                self.streamer.close()
+                if reply.text:  # keep what streamed, even when stopped mid-way
+                    self._say("assistant", "message", reply.text)
+                    self.on_text(reply.text)
+                await self._account(sent, reply)
+            proposals = self._proposals(reply)
+            if not proposals:
+                if not self._loops_on(reply.text):
+                    return Outcome("done")
+                if self.steps >= self.settings.max_steps:
+                    return self._too_many_steps()
+                self.steps += 1
+                # Loop mode: answer for the user, as Open Interpreter's --loop does.
+                self._say("user", "message", self.settings.loop_message)
+                self.streamer.whole(self.turn_id, "user", "message", None,
+                                    self.settings.loop_message)
+                continue
+            for language, code, call_id in proposals:
+                if self.steps >= self.settings.max_steps:
+                    return self._too_many_steps()
+                self.steps += 1
+                await self._propose(language, code, call_id)
+
+    def _loops_on(self, text: str) -> bool:
+        """Loop mode goes on after a reply without code until it says a loop breaker."""
+        return self.settings.loop and not any(
+            breaker in text for breaker in self.settings.loop_breakers)
+
+    def _too_many_steps(self) -> Outcome:
+        return Outcome("error", f"stopped after {self.settings.max_steps} steps (code runs and "
+                       "loop prompts) in one turn (maxSteps); send a message to go on")
+
+    async def _fitted(self) -> list[dict[str, Any]]:
+        """The conversation for the model, trimmed to its context window."""
+        messages = to_model_messages(self.messages, self.settings)
+        if not self.settings.model:
+            return messages  # llm.stream says what to configure
+        litellm = await llm.warm_up()
+        return await asyncio.to_thread(context_window.fit, litellm, self.settings, messages)
+
+    async def _account(self, sent: list[dict[str, Any]], reply: llm.Reply) -> None:
+        """Count the call's tokens and price them (estimates, with litellm's tables)."""
+        litellm = llm.loaded()
+        if litellm is None or not (reply.text or reply.tool_calls or reply.finish_reason):
+            return  # no call was made, or it failed before answering
+        text = reply.text + "".join(call.arguments for call in reply.tool_calls)
+        used = await asyncio.to_thread(context_window.measure, litellm, self.settings, sent, text)
+        self.usage.add(used)
+        self.spent.add(used)
+
+    def _over_budget(self) -> str | None:
+        limit = self.settings.max_budget
+        if limit is None or self.spent.cost is None or self.spent.cost < limit:
+            return None
+        return (f"stopped: this session has spent about ${self.spent.cost:.4f} on the model, "
+                f"which reaches its maxBudget of ${limit:g}; raise maxBudget to go on")
+
+    def _proposals(self, reply: llm.Reply) -> list[tuple[str, str, str | None]]:
+        """(language, code, tool call id) of each run the model asks for, in order."""
+        if reply.tool_calls:
+            return [self._parse_call(call) for call in reply.tool_calls]
+        if not self.settings.tool_calls or not self._used_tools():
+            return [(lang, code, None) for lang, code in llm.code_blocks(reply.text,
+                                                                           self.runnable)]
+        return []
+
+    def _used_tools(self) -> bool:
+        """A model that has called the tool in this conversation writes code blocks as prose."""
+        return any(m.tool_call_id for m in self.messages if m.type == "code")
+
+    def _parse_call(self, call: llm.ToolCall) -> tuple[str, str, str | None]:
+        call_id = call.id or f"call_{self.turn_id}_{self.steps}"
+        problem = None
+        language = code = ""
+        if call.name != "execute":
+            problem = f"Unknown tool {call.name!r}; the only tool is execute(language, code)."
+        else:
+            try:
+                args = json.loads(call.arguments or "{}")
+                language, code = str(args["language"]), str(args["code"])
+            except (ValueError, KeyError, TypeError):
+                problem = ("The arguments were not valid JSON with `language` and `code`: "
+                           f"{call.arguments[:200]!r}")
+        if problem is not None:
+            # The model is told in the tool result and the turn goes on.
+            self._say("assistant", "code", call.arguments, "text", call_id)
+            self._say("computer", "console", problem, "output", call_id)
+            return ("", "", None)
+        return (language, code, call_id)
+
+    async def _propose(self, language: str, code: str, call_id: str | None) -> None:
+        if not language:  # an invalid tool call, already answered
+            return
+        self._say("assistant", "code", code, language, call_id)
+        answer = await self.ask(language, code)
+        if answer.decision == "skip":
+            return
+        ran = answer.code if answer.decision == "edit" and answer.code is not None else code
+        self._say("computer", "confirmation", ran, language, call_id)
+        self.streamer.whole(self.turn_id, "computer", "confirmation", language, ran)
+        chunks: list[Chunk] = []
+        result = RunResult("error", "the run did not finish")
+        try:
+            result = await self.run_code(language, ran, chunks)
+        except asyncio.CancelledError:
+            result = RunResult("stopped")
+            raise
+        finally:
+            spill = None
+            text = run_output.as_text(chunks)
+            if len(text) > self.settings.max_output:
+                spill = self.spill_dir / f"{self.turn_id}-{self.steps}.txt"
+                run_output.spill(spill, text)
+            view = run_output.model_view(result, chunks, self.settings.max_output, spill)
+            self._say("computer", "console", view, "output", call_id)
+
+

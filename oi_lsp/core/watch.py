@@ -1,0 +1,181 @@
+"""Running code under watch: busy flags, figures for oi/status, `resources` status chunks
+during long runs, and the memory limit (tell the user; restart when agreed or configured)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from ..executors.base import Executor, RunResult
+from ..executors.monitor import Figures, Monitor
+from ..protocol import ReplStatus
+from .aio import cancelling
+from .link import Tell
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+WATCH_EVERY = 1.0  # seconds between samples while code runs
+STATUS_AFTER = 3.0  # a run this long gets `resources` status chunks ...
+STATUS_EVERY = 2.0  # ... this often
+
+# (language, status, text) -> a `resources` status chunk for the running turn
+Report = Callable[[ReplStatus, str], None]
+
+
+class MemoryRestart(Exception):
+    """The run was stopped because its REPL went past kernelMemoryLimitMB and was restarted."""
+
+
+class Watch:
+    """Runs code while watching its REPL: busy flags, figures for oi/status, status chunks
+    during long runs, and the memory limit (tell the user; restart when agreed or configured)."""
+
+    def __init__(self, settings: Callable[[], Settings], tell: Tell) -> None:
+        self.monitor = Monitor()
+        self._settings = settings
+        self._tell = tell
+        self._busy: Counter[Executor] = Counter()
+        self._runs: dict[Executor, asyncio.Future[RunResult]] = {}
+        self._over: set[Executor] = set()  # past the limit, the user already told
+        self._restarted: set[asyncio.Future[RunResult]] = set()
+        self._restarts: dict[Executor, asyncio.Task[None]] = {}
+        self._alarms: set[asyncio.Task[None]] = set()
+
+    async def run(self, language: str, executor: Executor, work: Awaitable[RunResult],
+                  report: Report) -> RunResult:
+        """Await `work` (the executor's run). Cancelling this cancels the run, as before;
+        a restart for memory ends it with MemoryRestart."""
+        pending = self._restarts.get(executor)
+        if pending is not None:  # code never runs into a REPL that is being restarted
+            await asyncio.wait([pending])
+        run = asyncio.ensure_future(work)
+        self._runs[executor] = run
+        self._busy[executor] += 1
+        watcher = asyncio.create_task(self._watch(language, executor, report))
+        try:
+            return await run
+        except asyncio.CancelledError:
+            if run in self._restarted and not cancelling():
+                restart = self._restarts.get(executor)
+                if restart is not None:
+                    await asyncio.wait([restart])
+                raise MemoryRestart(f"the {language} REPL went past kernelMemoryLimitMB and "
+                                    "was restarted; its variables are gone") from None
+            raise
+        finally:
+            watcher.cancel()
+            self._restarted.discard(run)
+            self._busy[executor] -= 1
+            if self._runs.get(executor) is run:
+                del self._runs[executor]
+            if self._settings().kernel_memory_limit_mb is not None:
+                # A short run can grow the REPL too. Only with a limit: sampling walks every
+                # process of the machine (children), a few ms as each result is being sent.
+                self._spawn(self._check_once(language, executor))
+
+    async def _watch(self, language: str, executor: Executor, report: Report) -> None:
+        started = last = time.monotonic()
+        while True:
+            await asyncio.sleep(WATCH_EVERY)
+            pid = executor.pid
+            figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+            if figures is None:
+                continue
+            self._check(language, executor, figures)
+            now = time.monotonic()
+            if now - started >= STATUS_AFTER and now - last >= STATUS_EVERY:
+                last = now
+                report(self._status(language, executor, True, figures),
+                       f"{language}: CPU {figures.cpu_percent:.0f}%, "
+                       f"{figures.rss / MB:.0f} MB, running {now - started:.0f} s")
+
+    async def _check_once(self, language: str, executor: Executor) -> None:
+        pid = executor.pid
+        figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+        if figures is not None:
+            self._check(language, executor, figures)
+
+    def _check(self, language: str, executor: Executor, figures: Figures) -> None:
+        limit = self._settings().kernel_memory_limit_mb
+        if limit is None or figures.rss <= limit * MB:
+            self._over.discard(executor)  # back under: the next crossing is told again
+            return
+        if executor not in self._over:
+            self._over.add(executor)
+            self._spawn(self._exceeded(language, executor, figures.rss, limit))
+
+    async def _exceeded(self, language: str, executor: Executor, rss: int, limit: int) -> None:
+        text = (f"The {language} REPL uses {rss / MB:.0f} MB, past kernelMemoryLimitMB "
+                f"({limit} MB).")
+        if self._settings().kernel_memory_limit_action == "restart":
+            await self._tell(f"{text} It is restarted now (kernelMemoryLimitAction: restart); "
+                             "its variables are gone.", [])
+        elif await self._tell(f"{text} Restart it? Its variables will be lost.",
+                              [RESTART, KEEP]) != RESTART:
+            return
+        if executor not in self._restarts:
+            restart = self._restarts[executor] = asyncio.create_task(self._restart(executor))
+            restart.add_done_callback(lambda _: self._restarts.pop(executor, None))
+        await asyncio.wait([self._restarts[executor]])
+
+    async def _restart(self, executor: Executor) -> None:
+        run = self._runs.get(executor)
+        if run is not None and not run.done():
+            self._restarted.add(run)
+            run.cancel()  # interrupts the code; the REPL is ready again when it is done
+            await asyncio.wait([run])
+        try:
+            await executor.restart()
+        finally:
+            self._over.discard(executor)
+
+    async def status(self, executors: dict[str, Executor]) -> list[ReplStatus]:
+        out = []
+        for language, executor in list(executors.items()):
+            pid = executor.pid
+            figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+            if figures is not None:
+                self._check(language, executor, figures)
+            out.append(self._status(language, executor, await _alive(executor), figures))
+        return out
+
+    def _status(self, language: str, executor: Executor, alive: bool,
+                figures: Figures | None) -> ReplStatus:
+        return ReplStatus(language=language, pid=executor.pid, alive=alive,
+                          busy=self._busy[executor] > 0,
+                          cpu_percent=figures.cpu_percent if figures else None,
+                          rss=figures.rss if figures else None,
+                          uptime=figures.uptime if figures else None)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._alarms.add(task)
+        task.add_done_callback(self._alarms.discard)
+        task.add_done_callback(_done)
+
+    def close(self) -> None:
+        for task in list(self._alarms):
+            task.cancel()
+
+
+RESTART = "Restart"
+KEEP = "Keep running"
+
+
+def _done(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("memory check failed: %s", task.exception())
+
+
+async def _alive(executor: Executor) -> bool:
+    try:
+        async with asyncio.timeout(5):
+            return await executor.is_alive()
+    except Exception:
+        return False

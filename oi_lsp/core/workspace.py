@@ -1,0 +1,240 @@
+"""One workspace: orchestration only. Its settings layers, conversation, REPLs and approval
+gate are objects of their own; this class runs turns and runs across them, one at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from .. import protocol
+from ..executors import registry
+from ..executors.base import Chunk, RunResult
+from ..protocol import (
+    ChatParams,
+    ChatResult,
+    ExecuteParams,
+    ExecuteResult,
+    StatusResult,
+    TurnEvent,
+    Usage,
+)
+from . import magic
+from .activity import Activity
+from .aio import cancelling
+from .approval import Answer, Approvals, Gate
+from .context_window import Spend
+from .conversation import Conversation
+from .layers import SettingsLayers
+from .link import Link
+from .llm import ModelError
+from .repls import Repls
+from .run_output import merge_outputs
+from .settings import Settings
+from .store import Store
+from .streamer import Streamer
+from .turn import Outcome, Turn
+
+log = logging.getLogger(__name__)
+
+
+class Busy(RuntimeError):
+    """A turn already runs in this workspace."""
+
+
+def new_turn_id() -> str:
+    return secrets.token_hex(6)
+
+
+class Workspace:
+    def __init__(self, uri: str, folder: Path, link: Link, approvals: Approvals,
+                 store: Store, base_layers: Callable[[], list[dict[str, Any]]]) -> None:
+        self.uri = uri
+        self.folder = folder
+        self.link = link
+        self.layers = SettingsLayers(folder, base_layers)
+        self.conversation = Conversation(uri, store,
+                                         lambda text: link.show_text(text, error=True))
+        self.streamer = Streamer(link.send, uri)
+        self.activity = Activity(self.streamer)
+        self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity)
+        self.gate = Gate(uri, folder, approvals, link, self.activity)
+        self.approvals = approvals
+        self._turn: asyncio.Task[Outcome] | None = None
+        self._runs: set[asyncio.Task[RunResult]] = set()
+        self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
+
+    def settings(self) -> Settings:
+        return self.layers.settings()
+
+    async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
+        return await self.layers.configure(values)
+
+    def open(self) -> None:
+        """Start the Python kernel now, in the background, so the first run is fast."""
+        self.repls.open()
+
+    def check_idle(self) -> None:
+        """Raise Busy while a turn runs."""
+        if self._turn is not None and not self._turn.done():
+            raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+
+    # Conversations -----------------------------------------------------------------------
+
+    async def open_conversation(self, conversation_id: str) -> None:
+        """Switch to a saved conversation (the REPLs and their variables stay). Raises Busy,
+        UnknownConversation, or DamagedConversation (the file then has been moved aside)."""
+        self.check_idle()
+        await self.conversation.open(conversation_id, self.check_idle)
+
+    async def new_conversation(self) -> None:
+        """Start an empty conversation; the open one stays saved. An empty one is reused."""
+        self.check_idle()
+        await self.conversation.begin([])
+
+    # Turns -------------------------------------------------------------------------------
+
+    async def chat(self, params: ChatParams) -> ChatResult:
+        self.check_idle()
+        await self.layers.load_profiles()
+        turn_id = new_turn_id()
+        settings = self.settings()
+        turn: Turn | None = None  # magic commands are no model turn: no usage
+        work: Coroutine[Any, Any, Outcome]
+        if magic.is_command(params.message):  # answered here, never sent to the model
+            work = self._magic(turn_id, params.message, settings)
+        else:
+            turn = self._new_turn(turn_id, settings)
+            work = turn.run(params.message, params.context)
+        self._event(turn_id, "chat", "running")
+        task = self._turn = asyncio.create_task(work)
+        try:
+            outcome = await _outcome(task)
+        except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
+            await asyncio.wait([task])
+            self._event(turn_id, "chat", "stopped")
+            raise
+        finally:
+            self.activity.set(turn_id, "idle")
+        await self.conversation.flush()  # a turn reported finished is on disk
+        if outcome.error:
+            self.link.show_text(outcome.error, error=True)
+        if settings.max_budget is not None and turn is not None and turn.usage.calls \
+                and turn.usage.cost is None:
+            self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
+                                f"{settings.model!r}", error=True)
+        self._event(turn_id, "chat", outcome.status, outcome.error,
+                    self._usage(turn.usage) if turn is not None else None)
+        return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
+
+    def _new_turn(self, turn_id: str, settings: Settings) -> Turn:
+        conversation = self.conversation
+
+        async def ask(language: str, code: str) -> Answer:
+            # autoRun is read when each proposal comes, so turning it on during a turn (a
+            # client's "always") covers the turn's next proposals too.
+            return await self.gate.ask(turn_id, settings, language, code,
+                                       self.settings().auto_run)
+
+        async def run_code(language: str, code: str, chunks: list[Chunk]) -> RunResult:
+            return await self.repls.run(turn_id, language, code, chunks,
+                                        settings.execution_timeout)
+
+        return Turn(turn_id, settings, conversation.messages, record=conversation.record,
+                    streamer=self.streamer, activity=self.activity, ask=ask,
+                    run_code=run_code, runnable=registry.runnable(),
+                    on_text=self.link.show_text, spent=self.spent,
+                    spill_dir=conversation.spill_dir())
+
+    async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
+        said: list[str] = []
+
+        def say(text: str) -> None:
+            said.append(text)
+            self.streamer.content(turn_id, "computer", "console", "output", text)
+
+        async def shell(command: str) -> RunResult:
+            self.streamer.whole(turn_id, "computer", "confirmation", "shell", command)
+            return await self.repls.run(turn_id, "shell", command, [],
+                                        settings.execution_timeout)
+
+        try:
+            return await magic.run(message, self, magic.Console(say, shell))
+        finally:
+            self.streamer.close()
+            if said:
+                self.link.show_text("".join(said))
+
+    async def execute(self, params: ExecuteParams) -> ExecuteResult:
+        turn_id = new_turn_id()
+        chunks: list[Chunk] = []
+        timeout = params.timeout or self.settings().execution_timeout
+        self._event(turn_id, "execute", "running")
+        task = asyncio.create_task(
+            self.repls.run(turn_id, params.language, params.code, chunks, timeout))
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            if cancelling():
+                await asyncio.wait([task])
+                self._event(turn_id, "execute", "stopped")
+                raise
+            result = RunResult("stopped", "stopped by the user")
+        status = "done" if result.status in ("ok", "error", "timeout") else "stopped"
+        self._event(turn_id, "execute", status)
+        return ExecuteResult(turn_id=turn_id, status=result.status, error=result.error,
+                             outputs=merge_outputs(chunks))
+
+    async def stop(self) -> bool:
+        tasks = [t for t in (self._turn, *self._runs) if t is not None and not t.done()]
+        self.approvals.drop(self.uri)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        return bool(tasks)
+
+    async def reset(self) -> None:
+        """Stop, start a new empty conversation (the old one stays saved), restart the REPLs."""
+        await self.stop()
+        await self.new_conversation()
+        await self.repls.restart_all()
+
+    async def close(self) -> None:
+        await self.stop()
+        await self.repls.close()
+        await self.conversation.flush()
+
+    async def status(self) -> StatusResult:
+        return StatusResult(workspace=self.uri, turn=self.activity.state,
+                            repls=await self.repls.status())
+
+    def _usage(self, used: Spend) -> Usage:
+        return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
+                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost)
+
+    def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
+               usage: Usage | None = None) -> None:
+        self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.uri, kind=kind,
+                                                status=status, error=error,
+                                                usage=usage).wire())
+
+
+async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:
+    """The turn's outcome; a turn stopped by oi/stop is an outcome, not an exception."""
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if cancelling():
+            raise
+        return Outcome("stopped")
+    except ModelError as exc:
+        return Outcome("error", str(exc))
+    except Exception as exc:
+        log.exception("turn failed")
+        return Outcome("error", f"internal error: {type(exc).__name__}: {exc}")

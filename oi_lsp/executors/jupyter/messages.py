@@ -1,0 +1,117 @@
+"""The Jupyter messaging protocol as both kernel executors (local and gateway) use it: one
+execute request's messages, what they mean for the chat, and how to stop it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..base import Chunk, Emit, RunResult, strip_ansi
+
+# How long an interrupted cell may take to answer before the kernel is restarted instead,
+# and how often the interrupt is repeated meanwhile (code may catch KeyboardInterrupt).
+INTERRUPT_GRACE = 5.0
+REINTERRUPT = 0.5
+
+_PLACEHOLDER_PREFIX = "<IPython.core.display."
+
+Message = tuple[str, dict[str, Any]]  # (channel, Jupyter message)
+
+
+class Cell:
+    """What is known of one execute request: its messages and how far it got."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.busy = False
+        self.idle = False
+        self.reply: dict[str, Any] | None = None
+        self.error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.idle and self.reply is not None
+
+    async def next(self) -> Message:
+        channel, msg = await self.queue.get()
+        if channel == "shell":
+            if msg["msg_type"] == "execute_reply":
+                self.reply = msg["content"]
+        elif msg["msg_type"] == "status":
+            state = msg["content"].get("execution_state")
+            self.busy = self.busy or state == "busy"
+            self.idle = self.idle or state == "idle"
+        return channel, msg
+
+    def output(self, msg: dict[str, Any], emit: Emit) -> None:
+        """Emit what an iopub message shows the user: text, a display, a traceback."""
+        kind = msg["msg_type"]
+        content = msg["content"]
+        if kind == "stream":
+            emit(Chunk("console", "output", strip_ansi(content.get("text", ""))))
+        elif kind in ("execute_result", "display_data"):
+            chunk = rich_chunk(content.get("data", {}))
+            if chunk is not None:
+                emit(chunk)
+        elif kind == "error":
+            self.error = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
+            emit(Chunk("console", "output",
+                       strip_ansi("\n".join(content.get("traceback", []))) + "\n"))
+
+    def result(self) -> RunResult:
+        reply = self.reply or {}
+        if reply.get("status", "ok") == "ok":
+            return RunResult("ok")
+        if reply.get("ename") == "KeyboardInterrupt":
+            return RunResult("stopped", "interrupted")
+        return RunResult("error", self.error or f"{reply.get('ename')}: {reply.get('evalue')}")
+
+
+async def settle(cell: Cell, interrupt: Callable[[], Awaitable[None]],
+                 restart: Callable[[], Awaitable[None]],
+                 gone: Callable[[], bool] = lambda: False) -> None:
+    """After a cancelled run: interrupt the cell and wait until the kernel is idle again.
+
+    ipykernel drops a SIGINT that lands outside user code (the cell not started yet, or
+    between statements) and may then send no reply at all: so interrupt only once the cell
+    is busy, repeat while it stays busy, and take `idle` as the end. A kernel that will not
+    come back is restarted (its state is lost). `gone` ends the wait when the kernel can no
+    longer answer at all.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + INTERRUPT_GRACE
+    next_interrupt = 0.0
+    while not cell.idle and not gone():
+        now = loop.time()
+        if now >= deadline:
+            await restart()
+            return
+        if cell.busy and now >= next_interrupt:
+            await interrupt()
+            next_interrupt = now + REINTERRUPT
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await cell.next()
+    if cell.reply is None:  # the reply, when there is one, can trail idle a little
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.2):
+                while cell.reply is None:
+                    await cell.next()
+
+
+def rich_chunk(data: dict[str, Any]) -> Chunk | None:
+    """The best piece of a display bundle for a chat: an image, else text, else HTML."""
+    if "image/png" in data:
+        return Chunk("image", "base64.png", str(data["image/png"]).strip())
+    if "image/jpeg" in data:
+        return Chunk("image", "base64.jpeg", str(data["image/jpeg"]).strip())
+    if "image/svg+xml" in data:
+        return Chunk("image", "svg", str(data["image/svg+xml"]))
+    text = data.get("text/plain")
+    if "text/html" in data and (text is None or text.startswith(_PLACEHOLDER_PREFIX)):
+        return Chunk("code", "html", str(data["text/html"]))
+    if text is not None:
+        return Chunk("console", "output", strip_ansi(str(text)) + "\n")
+    return None

@@ -1,0 +1,54 @@
+"""pygls' private names, in one place.
+
+oi-lsp's transports and its fast writer hook into pygls where it has no public API: the method
+every outgoing message passes through, the one that answers a request, the server's error
+report, the stop event its read loops watch and the listener its shutdown() closes, and the
+child process of its client. tests/test_pygls_compat.py checks each name against the pygls
+installed, so an upgrade that renames one fails there, loudly, and not in a user's editor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from pygls.client import JsonRPCClient
+from pygls.protocol import LanguageServerProtocol
+from pygls.server import JsonRPCServer
+
+
+class Protocol(LanguageServerProtocol):
+    """LanguageServerProtocol with pygls' private hooks under names of our own."""
+
+    def _send_data(self, data: Any) -> None:  # pygls: every outgoing message comes here
+        self.send_message(data)
+
+    def send_message(self, data: Any) -> None:
+        """Serialize and write one outgoing message; pygls' own way unless overridden."""
+        super()._send_data(data)
+
+    def send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """Answer request `msg_id` with a result or an error."""
+        self._send_response(msg_id, result, error)
+
+    def report_error(self, error: Exception, source: Any) -> None:
+        """Tell the server (and so the client) that something failed, as pygls does."""
+        self._server._report_server_error(error, source)
+
+
+def new_stop_event(server: JsonRPCServer) -> threading.Event:
+    """A stop event for a read loop we run ourselves; the server's shutdown() sets it."""
+    event = threading.Event()
+    server._stop_event = event
+    return event
+
+
+def set_listener(server: JsonRPCServer, listener: Any) -> None:
+    """The listening server of --tcp/--ws; the server's shutdown() closes it."""
+    server._server = listener
+
+
+def client_process(client: JsonRPCClient) -> asyncio.subprocess.Process | None:
+    """The server process a pygls client started (start_io)."""
+    return client._server

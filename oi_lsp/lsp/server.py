@@ -1,0 +1,364 @@
+"""The pygls server: one small handler per method. Each validates its params, finds the
+workspace, calls it and returns; the work is done in core/ and below."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from .. import __version__, protocol
+from ..core import llm, model_presets, profiles
+from ..core.approval import Answer, Approvals, UnknownProposal
+from ..core.settings import SettingsError, check, client_section, env_layer, split_known
+from ..core.store import DamagedConversation, Store, UnknownConversation
+from ..core.workspace import Busy, Workspace
+from ..core.workspaces import NotAWorkspace, Workspaces
+from ..protocol import (
+    ApproveParams,
+    ChatParams,
+    ConfigureParams,
+    ConfigureResult,
+    ExecuteParams,
+    HistoryResult,
+    InvalidParams,
+    LanguagesResult,
+    LocalServer,
+    ModelsResult,
+    OkResult,
+    Proposal,
+    SessionExportParams,
+    SessionOpenParams,
+    SessionResult,
+    SessionsResult,
+    StopResult,
+    WorkspaceParams,
+)
+from .jsonrpc import raw_params_converter
+from .network import GatedProtocol
+
+log = logging.getLogger(__name__)
+
+# Longest wait for the opened workspaces' kernels before litellm starts loading (seconds).
+WARM_UP_WAIT = 5.0
+
+
+class OIServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("oi-lsp", __version__, converter_factory=raw_params_converter,
+                         protocol_cls=GatedProtocol)  # --tcp/--ws admit by token
+        self.approvals = Approvals()
+        self.store = Store()
+        self.env = env_layer()
+        self.client_settings: dict[str, Any] = {}
+        self.oi_client = False  # the client renders oi/stream and oi/proposal itself
+        self.workspaces = Workspaces(self._new_workspace)
+        self.warming: asyncio.Future[None] | None = None  # litellm's load, once it may start
+        self.shut_down = False  # the client asked for `shutdown` (the exit status says so)
+
+    def _new_workspace(self, uri: str, folder: Path) -> Workspace:
+        return Workspace(uri, folder, self, self.approvals, self.store,
+                         lambda: [self.env, self.client_settings])
+
+    # Link: what workspaces need from the client ---------------------------------------------
+
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        self.protocol.notify(method, params)
+
+    async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
+        self.send(protocol.PROPOSAL, proposal.wire())
+        if self.oi_client:
+            return await answer
+        # A plain LSP client: ask with a message box; an oi/approve still counts if it comes.
+        box: asyncio.Future[Any] = asyncio.ensure_future(self.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Info,
+                message=f"Run this {proposal.language} code?{_risk_note(proposal)}\n\n"
+                        f"{proposal.code}",
+                actions=[types.MessageActionItem("Run"), types.MessageActionItem("Skip")])))
+        try:
+            await asyncio.wait([box, answer], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            box.cancel()
+        if answer.done():
+            return answer.result()
+        action = box.result()
+        return Answer("run" if getattr(action, "title", None) == "Run" else "skip")
+
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        if not actions:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=f"oi-lsp: {text}"))
+            return None
+        try:
+            choice = await self.window_show_message_request_async(types.ShowMessageRequestParams(
+                type=types.MessageType.Warning, message=f"oi-lsp: {text}",
+                actions=[types.MessageActionItem(title) for title in actions]))
+        except JsonRpcException as exc:  # a client without message boxes: nobody agreed
+            log.warning("could not ask the user: %s", exc)
+            return None
+        return getattr(choice, "title", None)
+
+    def show_text(self, text: str, error: bool = False) -> None:
+        if error:
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Error, message=f"oi-lsp: {text}"))
+        elif not self.oi_client:
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Info,
+                                                           message=text))
+
+    # Settings ---------------------------------------------------------------------------
+
+    def apply_client_settings(self, raw: Any) -> None:
+        """New values from the client; a wrong value is reported and the old one kept."""
+        values, _ = split_known(client_section(raw))
+        good: dict[str, Any] = {}
+        for key, value in values.items():
+            try:
+                check({key: value})
+                good[key] = value
+            except SettingsError as exc:
+                self.show_text(str(exc), error=True)
+        self.client_settings = {**self.client_settings, **good}
+
+
+SERVER = OIServer()
+
+
+def _risk_note(proposal: Proposal) -> str:
+    """The risk check's verdict, for clients that show the proposal as a message box."""
+    summary = proposal.risk.summary()
+    return f" ({summary})" if summary else ""
+
+
+def _workspace(ls: OIServer, params: WorkspaceParams | ApproveParams,
+               hint: str | None = None) -> Workspace:
+    try:
+        return ls.workspaces.resolve(params.workspace, hint)
+    except NotAWorkspace as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """A workspace's refusals as JSON-RPC errors: busy, a profile that cannot be read, or no
+    such conversation."""
+    try:
+        yield
+    except (Busy, DamagedConversation, SettingsError) as exc:
+        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
+    except UnknownConversation as exc:
+        raise JsonRpcInvalidParams(f"id: {exc}") from None
+
+
+def _parse(model_cls: type[protocol.M], params: Any) -> protocol.M:
+    try:
+        return protocol.parse(model_cls, params)
+    except InvalidParams as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+
+
+# LSP lifecycle ------------------------------------------------------------------------------
+
+@SERVER.feature(types.INITIALIZE)
+def initialize(ls: OIServer, params: types.InitializeParams) -> None:
+    experimental = params.capabilities.experimental
+    ls.oi_client = isinstance(experimental, dict) and bool(experimental.get("oi"))
+    ls.apply_client_settings(params.initialization_options)
+    folders = [f.uri for f in params.workspace_folders or ()]
+    if not folders and params.root_uri:
+        folders = [params.root_uri]
+    for uri in folders:
+        try:
+            ls.workspaces.add_folder(uri)
+        except NotAWorkspace as exc:
+            log.warning("%s", exc)
+
+
+@SERVER.feature(types.INITIALIZED)
+def initialized(ls: OIServer, params: types.InitializedParams) -> None:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # once: initialized comes once
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning,
+            message="oi-lsp runs as root: code the model proposes runs with full control of "
+                    "this machine. Run the editor as a normal user if you can."))
+    # Load litellm in the background so the first turn does not wait; but once the kernels
+    # of the opened workspaces are up: its import holds the GIL for seconds, and a first run
+    # right after opening came 0.27 s later (1.86 s from initialize, not 1.58). A chat that
+    # comes first starts the load itself.
+    ls.warming = asyncio.ensure_future(_warm_up_after(ls.workspaces.opening()))
+
+
+async def _warm_up_after(opening: list[asyncio.Task[None]]) -> None:
+    if opening:
+        await asyncio.wait(opening, timeout=WARM_UP_WAIT)
+    llm.warm_up()
+
+
+@SERVER.feature(types.SHUTDOWN)
+async def shutdown(ls: OIServer, params: None) -> None:
+    ls.shut_down = True
+    await ls.workspaces.close_all()
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def did_change_folders(ls: OIServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    for folder in params.event.removed:
+        await ls.workspaces.remove_folder(folder.uri)
+    for folder in params.event.added:
+        try:
+            ls.workspaces.add_folder(folder.uri)
+        except NotAWorkspace as exc:
+            log.warning("%s", exc)
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: OIServer,
+                                   params: types.DidChangeConfigurationParams) -> None:
+    if isinstance(params.settings, dict) and params.settings:
+        ls.apply_client_settings(params.settings)
+        return
+    # Pull model: the notification carries nothing; ask for the section.
+    try:
+        values = await ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section="oi")]))
+    except JsonRpcException as exc:
+        log.warning("could not read the oi configuration: %s", exc)
+        return
+    if values:
+        ls.apply_client_settings(values[0])
+
+
+# oi/* requests -----------------------------------------------------------------------------
+
+@SERVER.feature(protocol.CHAT)
+async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ChatParams, params)
+    workspace = _workspace(ls, p, p.context.uri if p.context else None)
+    with _refusals():
+        return (await workspace.chat(p)).wire()
+
+
+@SERVER.feature(protocol.APPROVE)
+def approve(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ApproveParams, params)
+    workspace = None
+    if p.workspace:
+        workspace = _workspace(ls, p).uri
+    try:
+        ls.approvals.answer(p.proposal_id, Answer(p.decision, p.code), workspace)
+    except UnknownProposal as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+    return OkResult().wire()
+
+
+@SERVER.feature(protocol.EXECUTE)
+async def execute(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ExecuteParams, params)
+    return (await _workspace(ls, p).execute(p)).wire()
+
+
+@SERVER.feature(protocol.STOP)
+async def stop(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    return StopResult(stopped=await _workspace(ls, p).stop()).wire()
+
+
+@SERVER.feature(protocol.RESET)
+async def reset(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(WorkspaceParams, params)
+    await _workspace(ls, p).reset()
+    return OkResult().wire()
+
+
+@SERVER.feature(protocol.HISTORY)
+def history(ls: OIServer, params: Any) -> dict[str, Any]:
+    workspace = _workspace(ls, _parse(WorkspaceParams, params))
+    return HistoryResult(workspace=workspace.uri,
+                         messages=workspace.conversation.messages).wire()
+
+
+@SERVER.feature(protocol.CONFIGURE)
+async def configure(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(ConfigureParams, params)
+    workspace = _workspace(ls, p)
+    try:
+        settings, unknown = await workspace.configure(dict(p.model_extra or {}))
+    except SettingsError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
+    return ConfigureResult(settings=settings.public(),
+                           warnings=[f"unknown setting {k!r} ignored" for k in unknown]).wire()
+
+
+@SERVER.feature(protocol.LANGUAGES)
+async def languages(ls: OIServer, params: Any) -> dict[str, Any]:
+    workspace = _workspace(ls, _parse(WorkspaceParams, params))
+    return LanguagesResult(languages=await workspace.repls.languages()).wire()
+
+
+@SERVER.feature(protocol.STATUS)
+async def status(ls: OIServer, params: Any) -> dict[str, Any]:
+    return (await _workspace(ls, _parse(WorkspaceParams, params)).status()).wire()
+
+
+@SERVER.feature(protocol.SESSIONS)
+async def sessions(ls: OIServer, params: Any) -> dict[str, Any]:
+    workspace = _workspace(ls, _parse(WorkspaceParams, params))
+    return SessionsResult(workspace=workspace.uri, current=workspace.conversation.id,
+                          sessions=await workspace.conversation.summaries()).wire()
+
+
+@SERVER.feature(protocol.SESSION_OPEN)
+async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(SessionOpenParams, params)
+    workspace = _workspace(ls, p)
+    with _refusals():
+        await workspace.open_conversation(p.id)
+    return _session_result(workspace)
+
+
+@SERVER.feature(protocol.SESSION_NEW)
+async def session_new(ls: OIServer, params: Any) -> dict[str, Any]:
+    workspace = _workspace(ls, _parse(WorkspaceParams, params))
+    with _refusals():
+        await workspace.new_conversation()
+    return _session_result(workspace)
+
+
+def _session_result(workspace: Workspace) -> dict[str, Any]:
+    conversation = workspace.conversation
+    return SessionResult(workspace=workspace.uri, id=conversation.id,
+                         messages=conversation.messages).wire()
+
+
+@SERVER.feature(protocol.SESSION_EXPORT)
+async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
+    p = _parse(SessionExportParams, params)
+    workspace = _workspace(ls, p)
+    with _refusals():
+        return (await workspace.conversation.export(p.id, p.format)).wire()
+
+
+@SERVER.feature(protocol.MODELS)
+async def models(ls: OIServer, params: Any) -> dict[str, Any]:
+    workspace = _workspace(ls, _parse(WorkspaceParams, params))
+    servers, names = await asyncio.gather(model_presets.probe(),
+                                          asyncio.to_thread(profiles.available))
+    return ModelsResult(local=[LocalServer.model_validate(s) for s in servers],
+                        model=workspace.settings().model, profiles=names).wire()
+
+
+@SERVER.command(protocol.CHAT_COMMAND)
+async def chat_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    """`oi.chat` through workspace/executeCommand, for clients that only know plain LSP."""
+    arg = args[0] if args else None
+    params = {"message": arg} if isinstance(arg, str) else arg
+    return await chat(ls, params)

@@ -1,0 +1,220 @@
+"""How `oi-lsp chat` shows things in a terminal: streamed markdown, code, output, history.
+
+rich renders. The model's text streams as markdown: each finished block (a paragraph, a list,
+a fenced code block) is printed once for good, and only the block still being written is
+redrawn (a rich Live), so a long answer never redraws more than a few lines. Run output is
+written raw as it arrives, so a loop's prints appear at once.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.segment import Segment
+from rich.syntax import Syntax
+from rich.text import Text
+
+from .. import languages
+
+HISTORY_SHOWN = 6  # messages of a continued conversation shown at start
+REDRAW_INTERVAL = 1 / 15  # seconds between redraws of the block being written
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+def split_finished(text: str) -> tuple[str, str]:
+    """(finished blocks, the block still being written) of streamed markdown.
+
+    A block is finished when a blank line outside a code fence is followed by a line that
+    starts at the margin: then nothing later can change how it renders (an indented line
+    could still belong to a list item above).
+    """
+    lines = text.split("\n")
+    fence: str | None = None
+    cut = 0  # index of the first line of the unfinished part
+    offset = 0
+    blank_before = False
+    for line in lines[:-1]:  # the last line may still grow
+        match = _FENCE.match(line)
+        if fence is None and blank_before and line[:1] not in ("", " ", "\t"):
+            cut = offset
+        if match:
+            marker = match.group(1)
+            if fence is None:
+                fence = marker[0] * 3
+            elif marker.startswith(fence) and not line.strip()[len(marker):].strip():
+                fence = None
+        blank_before = fence is None and not line.strip()
+        offset += len(line) + 1
+    return text[:cut], text[cut:]
+
+
+class Block:
+    """One markdown block as rich draws it, without the blank lines rich puts above some
+    elements (lists): the renderer spaces blocks itself, one blank line apart."""
+
+    def __init__(self, text: str) -> None:
+        self.markdown = Markdown(text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.markdown, options, pad=False)
+        while lines and not "".join(seg.text for seg in lines[0]).strip():
+            lines.pop(0)
+        for line in lines:
+            yield from line
+            yield Segment.line()
+
+
+class Renderer:
+    def __init__(self, console: Console, errors: Console | None = None) -> None:
+        self.console = console
+        self.errors = errors or console
+        self._live: Live | None = None
+        self._pending = ""  # the streamed message's text not printed for good yet
+        self._blocks = 0  # blocks of the current message printed for good
+        self._drawn = 0.0
+        self._line_start = True  # raw output ended with a newline (or none was written)
+
+    # oi/stream chunks --------------------------------------------------------------------------
+
+    def chunk(self, params: dict[str, Any]) -> None:
+        type_ = params.get("type")
+        content = params.get("content") or ""
+        if type_ == "message":
+            if params.get("start"):
+                self.finish()
+            if content:
+                self._message(content)
+            if params.get("end"):
+                self.finish()
+        elif type_ == "console" and params.get("format") == "active_line":
+            pass  # the code is already printed above its output: no line to highlight
+        elif type_ == "console":
+            self.finish()
+            if content:
+                self.raw(content)
+        elif type_ == "image" and content:
+            fmt = str(params.get("format") or "")
+            size = len(content) * 3 // 4 if fmt.startswith("base64") else len(content)
+            self.note(f"[image output: {fmt}, {size // 1024 + 1} KB; open the workspace in an "
+                      "editor to see it]")
+        elif type_ == "code" and content:
+            self.note(f"[{params.get('format') or 'code'} output: {len(content)} characters]")
+        # `status` needs no drawing; `confirmation` is shown by the app (it knows what was
+        # proposed, so it shows the code again only when the user edited it).
+
+    def _message(self, content: str) -> None:
+        if self._live is None and not self._pending:
+            self.newline()
+        self._pending += content
+        finished, self._pending = split_finished(self._pending)
+        if finished.strip():
+            self._print_block(finished)
+        if not self.console.is_terminal or not self._pending.strip():
+            return  # without a terminal, blocks are printed once finished
+        if self._live is None:
+            if self._blocks:
+                self.console.print()
+            self._live = Live(console=self.console, auto_refresh=False,
+                              vertical_overflow="visible", redirect_stdout=False,
+                              redirect_stderr=False)
+            self._live.start()
+        now = time.monotonic()
+        if now - self._drawn >= REDRAW_INTERVAL:
+            self._drawn = now
+            self._live.update(Block(self._pending), refresh=True)
+
+    def _print_block(self, text: str) -> None:
+        if self._live is not None:
+            self._live.update(Block(text), refresh=True)
+            self._live.stop()
+            self._live = None
+        else:
+            if self._blocks:
+                self.console.print()
+            self.console.print(Block(text))
+        self._blocks += 1
+
+    def finish(self) -> None:
+        """End the streamed message: print what is left of it for good."""
+        if self._pending.strip():
+            self._print_block(self._pending)
+        elif self._live is not None:
+            self._live.stop()
+            self._live = None
+        self._pending = ""
+        self._blocks = 0
+        self._drawn = 0.0
+
+    def raw(self, text: str) -> None:
+        self.console.file.write(text)
+        self.console.file.flush()
+        self._line_start = text.endswith("\n")
+
+    def at_line_start(self) -> None:
+        """The terminal moved to a new line by itself (it echoed an Enter)."""
+        self._line_start = True
+
+    def newline(self) -> None:
+        if not self._line_start:
+            self.raw("\n")
+
+    # Whole things ------------------------------------------------------------------------------
+
+    def code(self, language: str, code: str, title: str, border: str = "cyan") -> None:
+        self.finish()
+        self.newline()
+        self.console.print(Panel(Syntax(code.rstrip("\n"), languages.lexer(language),
+                                        theme="monokai",
+                                        word_wrap=True),
+                                 title=title, title_align="left", border_style=border))
+
+    def note(self, text: str, style: str = "dim") -> None:
+        self.finish()
+        self.newline()
+        self.console.print(Text(text, style=style), soft_wrap=True)
+
+    def error(self, text: str) -> None:
+        self.finish()
+        self.newline()
+        self.console.file.flush()
+        self.errors.print(Text(text, style="bold red"), soft_wrap=True)
+
+    def history(self, messages: list[dict[str, Any]]) -> None:
+        """The end of a continued conversation, one line per message."""
+        if not messages:
+            return
+        shown = messages[-HISTORY_SHOWN:]
+        earlier = len(messages) - len(shown)
+        self.note("Continuing this folder's conversation"
+                  + (f" ({earlier} earlier messages not shown):" if earlier else ":"))
+        width = max(40, self.console.width - 4)
+        for message in shown:
+            label = _label(message)
+            line = " ".join(str(message.get("content") or "").split())
+            if len(label) + len(line) + 2 > width:
+                line = line[:max(0, width - len(label) - 3)] + "…"
+            text = Text("  ")
+            text.append(f"{label}: ", style="bold")
+            text.append(line, style="dim")
+            self.console.print(text, soft_wrap=True)
+
+
+def _label(message: dict[str, Any]) -> str:
+    role, type_, fmt = message.get("role"), message.get("type"), message.get("format")
+    if role == "user":
+        return "you"
+    if role == "assistant":
+        return "assistant" if type_ == "message" else f"proposed {fmt}"
+    if type_ == "confirmation":
+        return f"ran {fmt}"
+    if type_ == "console":
+        return "output"
+    return f"{type_} {fmt or ''}".strip()
+
+
