@@ -174,7 +174,7 @@ class LanguageInfo(Wire):
     runner: str
     available: bool
     install_hint: str | None = None
-    location: Literal["local", "remote"] = "local"  # remote: on a kernel gateway (issue 11)
+    location: Literal["local", "remote"] = "local"  # remote: on a kernel gateway
     host: str | None = None  # the gateway's host:port, for remote runners
 
 
@@ -182,7 +182,7 @@ class LanguagesResult(Wire):
     languages: list[LanguageInfo]
 
 
-# Conversations (issue 9) ----------------------------------------------------------------------
+# Conversations ---------------------------------------------------------------------------------
 
 CONVERSATION_ID = r"^[A-Za-z0-9_-]{1,64}$"
 ExportFormat = Literal["json", "markdown", "ipynb"]
@@ -227,7 +227,7 @@ class SessionExportResult(Wire):
     content: str
 
 
-# Resource monitor (issue 9) -------------------------------------------------------------------
+# Resource monitor ----------------------------------------------------------------------------
 
 
 class ReplStatus(Wire):

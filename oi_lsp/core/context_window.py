@@ -27,7 +27,7 @@ TRIMMED = "\n[... trimmed to fit the context window ...]\n"
 
 @dataclass(slots=True)
 class Spend:
-    """Tokens and money spent in one turn or one session."""
+    """Tokens and money spent in one turn, or in a workspace since it opened."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

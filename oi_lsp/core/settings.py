@@ -41,8 +41,8 @@ class KernelGateway(BaseModel):
 
 
 class Settings(BaseModel):
-    """Effective settings of one session. camelCase on the wire (see docs/protocol.md).
-    Read only once made: a session hands the same object out until its layers change."""
+    """Effective settings of one workspace. camelCase on the wire (see docs/protocol.md).
+    Read only once made: a workspace hands the same object out until its layers change."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
                               strict=True)
@@ -63,16 +63,16 @@ class Settings(BaseModel):
     kernel_name: str = "python3"
     # Set by the client (initializationOptions) for workspaces the user has not trusted.
     trusted: bool = True
-    kernel_gateway: KernelGateway | None = None  # issue 11: kernels on a remote gateway
+    kernel_gateway: KernelGateway | None = None  # run kernels on a Jupyter gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
     verbose: bool = False  # log every model request (%verbose)
     # Past this resident memory (MB) a REPL is restarted, when the user agrees ("ask") or at once.
     kernel_memory_limit_mb: int | None = Field(default=None, gt=0, alias="kernelMemoryLimitMB")
     kernel_memory_limit_action: Literal["ask", "restart"] = "ask"
-    # Issue 9 (safe mode): semgrep scans proposals; paths outside the workspace are flagged.
+    # Safe mode: semgrep scans proposals; paths outside the workspace are flagged.
     safe_mode: Literal["off", "ask", "auto"] = "off"
     restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
-    max_budget: float | None = Field(default=None, gt=0)  # USD per session
+    max_budget: float | None = Field(default=None, gt=0)  # USD since the workspace opened
     loop: bool = False  # keep prompting the model until it says a loop breaker
     loop_message: str = Field(default=LOOP_MESSAGE, min_length=1)
     loop_breakers: list[str] = Field(default_factory=lambda: list(LOOP_BREAKERS))

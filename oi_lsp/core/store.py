@@ -224,8 +224,8 @@ def _set_aside(path: Path, exc: Exception) -> str:
     try:
         os.replace(path, aside)
     except OSError as move_error:
-        log.error("session file %s is damaged (%s) and could not be moved: %s",
+        log.error("conversation file %s is damaged (%s) and could not be moved: %s",
                   path, why, move_error)
         return f"The saved conversation {path} could not be read ({why}) and was left in place"
-    log.error("session file %s is damaged (%s); moved to %s", path, why, aside)
+    log.error("conversation file %s is damaged (%s); moved to %s", path, why, aside)
     return f"The saved conversation could not be read ({why}); it was moved to {aside}"

@@ -73,7 +73,7 @@ class Streamer:
                 INTERVAL - (now - self._last), self.flush)
 
     def status(self, turn_id: str, state: str, text: str | None = None) -> None:
-        """What the session is doing; not a block, so it leaves the open block open."""
+        """What the workspace is doing; not a block, so it leaves the open block open."""
         self.flush()
         self._emit((turn_id, "computer", "status", state), content=text)
 

@@ -24,7 +24,7 @@ WATCH_EVERY = 1.0  # seconds between samples while code runs
 STATUS_AFTER = 3.0  # a run this long gets `resources` status chunks ...
 STATUS_EVERY = 2.0  # ... this often
 
-# (language, status, text) -> a `resources` status chunk for the running turn
+# (the REPL's status, a one-line summary) -> a `resources` status chunk for the running turn
 Report = Callable[[ReplStatus, str], None]
 
 

@@ -1,0 +1,118 @@
+"""The layering the tree shows is the one the code keeps: which package may import what, and
+no class or function grown past what one can read at once."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "oi_lsp"
+LSP_LIBRARIES = ("pygls", "lsprotocol")
+MAX_CLASS = 300
+MAX_FUNCTION = 60
+
+# What each part of oi_lsp must never import (module prefixes). The core and the executors
+# know nothing of LSP, so that other front ends (ACP, a shared server) can sit on them; the
+# executors sit below the core; the terminal client reaches the server only through the
+# protocol (its client); the shared leaf modules import nothing of oi-lsp's own.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "oi_lsp.core": (*LSP_LIBRARIES, "oi_lsp.lsp", "oi_lsp.tui", "oi_lsp.client", "oi_lsp.cli"),
+    "oi_lsp.executors": (*LSP_LIBRARIES, "oi_lsp.core", "oi_lsp.lsp", "oi_lsp.tui",
+                         "oi_lsp.client", "oi_lsp.cli"),
+    "oi_lsp.tui": ("oi_lsp.core", "oi_lsp.executors", "oi_lsp.lsp"),
+    "oi_lsp.protocol": ("oi_lsp",),
+    "oi_lsp.languages": ("oi_lsp",),
+    "oi_lsp.files": ("oi_lsp",),
+    "oi_lsp.uris": ("oi_lsp",),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module `source` imports, anywhere in it (lazy and TYPE_CHECKING imports too),
+    with relative imports resolved against `module`."""
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def violations(module: str, found: set[str]) -> list[str]:
+    out = []
+    for owner, banned in FORBIDDEN.items():
+        if module != owner and not module.startswith(owner + "."):
+            continue
+        out += [f"{module} imports {name}" for name in sorted(found)
+                if any(name == prefix or name.startswith(prefix + ".") for prefix in banned)]
+    return out
+
+
+def sources() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "drivers" not in p.parts)
+
+
+def test_the_checker_catches_what_it_should() -> None:
+    core = imports("from pygls import uris\nfrom ..lsp import server\n", "oi_lsp.core.x")
+    assert violations("oi_lsp.core.x", core) == [
+        "oi_lsp.core.x imports oi_lsp.lsp", "oi_lsp.core.x imports oi_lsp.lsp.server",
+        "oi_lsp.core.x imports pygls", "oi_lsp.core.x imports pygls.uris"]
+    lazy = "def f():\n    from ...core.settings import Settings\n"
+    assert violations("oi_lsp.executors.jupyter.local",
+                      imports(lazy, "oi_lsp.executors.jupyter.local"))
+    assert violations("oi_lsp.tui.app", imports("from ..core import magic", "oi_lsp.tui.app"))
+    assert not violations("oi_lsp.tui.app", imports("from .. import protocol, client",
+                                                    "oi_lsp.tui.app"))
+    assert not violations("oi_lsp.lsp.server", imports("import pygls", "oi_lsp.lsp.server"))
+    assert violations("oi_lsp.files", imports("from . import protocol", "oi_lsp.files"))
+
+
+def test_import_rules() -> None:
+    found = []
+    for path in sources():
+        module = module_name(path)
+        found += violations(module, imports(path.read_text(), module,
+                                            path.name == "__init__.py"))
+    assert found == []
+
+
+def test_core_and_executors_load_without_lsp_libraries() -> None:
+    """The same rule at run time: importing every module of core/ and executors/ (what an ACP
+    front end would) loads neither pygls nor lsprotocol."""
+    names = [module_name(p) for p in sources()
+             if module_name(p).startswith(("oi_lsp.core", "oi_lsp.executors"))]
+    code = (f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {LSP_LIBRARIES!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_sizes(path: Path) -> None:
+    too_big = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        lines = (node.end_lineno or node.lineno) - node.lineno + 1
+        limit = MAX_CLASS if isinstance(node, ast.ClassDef) else MAX_FUNCTION
+        if lines > limit:
+            too_big.append(f"{node.name} ({lines} lines, at most {limit})")
+    assert too_big == []

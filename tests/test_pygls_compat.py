@@ -1,0 +1,69 @@
+"""Every pygls private name oi-lsp relies on (all of them in oi_lsp/lsp/pygls_compat.py) is
+still there and still does what we use it for: an upgrade that renames one fails here."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pygls.lsp.client import LanguageClient
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol
+
+from oi_lsp.lsp import pygls_compat
+
+
+class Probe(pygls_compat.Protocol):
+    def __init__(self, server: Any, converter: Any) -> None:
+        super().__init__(server, converter)
+        self.sent: list[Any] = []
+
+    def send_message(self, data: Any) -> None:
+        self.sent.append(data)
+
+
+def test_the_private_names_exist() -> None:
+    for name in ("_send_data", "_send_response"):
+        assert callable(getattr(JsonRPCProtocol, name, None)), name
+    server = LanguageServer("probe", "1")
+    assert callable(getattr(server, "_report_server_error", None))
+    assert hasattr(server, "_stop_event") and hasattr(server, "_server")
+    assert getattr(server.protocol, "_server", None) is server
+    assert hasattr(LanguageClient("probe", "1"), "_server")
+
+
+def test_every_outgoing_message_passes_send_message() -> None:
+    server = LanguageServer("probe", "1", protocol_cls=Probe)
+    protocol = server.protocol
+    assert isinstance(protocol, Probe) and isinstance(protocol, LanguageServerProtocol)
+    protocol.notify("oi/stream", {"a": 1})
+    protocol.send_response(7, {"ok": True})
+    assert [getattr(m, "method", None) for m in protocol.sent] == ["oi/stream", None]
+    assert protocol.sent[1].id == 7 and protocol.sent[1].result == {"ok": True}
+
+
+def test_report_error_reaches_the_server() -> None:
+    server = LanguageServer("probe", "1", protocol_cls=Probe)
+    seen: list[Exception] = []
+    server.report_server_error = lambda error, source: seen.append(error)  # type: ignore
+    error = RuntimeError("boom")
+    server.protocol.report_error(error, RuntimeError)  # type: ignore[attr-defined]
+    assert seen == [error]
+
+
+def test_shutdown_sets_our_stop_event_and_closes_our_listener() -> None:
+    server = LanguageServer("probe", "1")
+    stop = pygls_compat.new_stop_event(server)
+    closed = threading.Event()
+
+    class Listener:
+        def close(self) -> None:
+            closed.set()
+
+    pygls_compat.set_listener(server, Listener())
+    server.shutdown()
+    assert stop.is_set() and closed.is_set()
+
+
+def test_client_process_before_start() -> None:
+    assert pygls_compat.client_process(LanguageClient("probe", "1")) is None
