@@ -43,7 +43,7 @@ class OIClient:
         self._register()
 
     def _register(self) -> None:
-        for method in (protocol.STREAM, protocol.PROPOSAL, protocol.TURN):
+        for method in (protocol.STREAM, protocol.PROPOSAL, protocol.TURN, protocol.RESOURCES):
             self.lsp.feature(method)(self._recorder(method))
 
         @self.lsp.feature(types.WINDOW_SHOW_MESSAGE)

@@ -31,6 +31,7 @@ SESSION_EXPORT = "oi/session/export"
 STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
 TURN = "oi/turn"
+RESOURCES = "oi/resources"
 
 CHAT_COMMAND = "oi.chat"
 
@@ -53,11 +54,18 @@ class Wire(BaseModel):
 # Shared shapes ---------------------------------------------------------------------------------
 
 Role = Literal["user", "assistant", "computer"]
-ChunkType = Literal["message", "code", "console", "image", "confirmation", "status"]
+ChunkType = Literal["message", "code", "console", "image", "confirmation", "status", "error"]
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
 Decision = Literal["run", "skip", "edit"]
 RiskLevel = Literal["low", "medium", "high"]
+# What became of a piece of code the model proposed (or the user ran): on its `code` message.
+CodeOutcome = Literal["ran", "edited", "skipped", "stopped", "timedOut", "autoRan", "error",
+                      "expired"]
+# Why a turn ended in an error, for clients to offer the right action.
+ErrorKind = Literal["noModel", "noApiKey", "authFailed", "unreachable", "rateLimited",
+                    "contextTooLong", "budget", "maxSteps", "modelError"]
+ActivityState = Literal["idle", "thinking", "waiting", "running"]
 
 
 class Position(Wire):
@@ -79,6 +87,29 @@ class EditorContext(Wire):
     range: Range | None = None
 
 
+class Risk(Wire):
+    """What the static risk check (and safe mode's semgrep scan) found in proposed code."""
+
+    level: RiskLevel = "low"
+    reasons: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for people ("high risk: deletes files ..."); empty when nothing was found."""
+        if self.level == "low" and not self.reasons:
+            return ""
+        reasons = "; ".join(self.reasons)
+        return f"{self.level} risk: {reasons}" if reasons else f"{self.level} risk"
+
+
+class MessageContext(Wire):
+    """The editor's context of a user message, kept beside its text (never folded into it)."""
+
+    uri: str | None = None
+    range: Range | None = None
+    language: str | None = None
+    text: str | None = None  # the selection
+
+
 class Message(Wire):
     """One entry of a conversation, in Open Interpreter's LMC shape."""
 
@@ -89,6 +120,11 @@ class Message(Wire):
     turn_id: str | None = None
     # Links a code message to its tool call and to its console output (for the model's view).
     tool_call_id: str | None = None
+    context: MessageContext | None = None  # user messages: what the editor added
+    outcome: CodeOutcome | None = None  # code messages: what became of the code
+    edited_code: str | None = None  # code messages: what ran instead, when the user edited it
+    risk: Risk | None = None  # proposed code: what the risk check found
+    error_kind: ErrorKind | None = None  # error entries (type `error`): why the turn failed
 
 
 class Output(Wire):
@@ -115,6 +151,7 @@ class ChatResult(Wire):
     turn_id: str
     status: TurnStatus
     error: str | None = None
+    error_kind: ErrorKind | None = None
 
 
 class ApproveParams(Wire):
@@ -243,7 +280,7 @@ class ReplStatus(Wire):
 
 
 class TurnState(Wire):
-    state: Literal["idle", "thinking", "waiting", "running"]
+    state: ActivityState
     turn_id: str | None = None
 
 
@@ -281,21 +318,15 @@ class StreamChunk(Wire):
     content: str | None = None
     start: bool | None = None
     end: bool | None = None
-    repl: ReplStatus | None = None  # status chunks of format `resources`
 
 
-class Risk(Wire):
-    """What the static risk check (and safe mode's semgrep scan) found in proposed code."""
+class Resources(Wire):
+    """oi/resources: what a REPL costs during a long run (every few seconds)."""
 
-    level: RiskLevel = "low"
-    reasons: list[str] = Field(default_factory=list)
-
-    def summary(self) -> str:
-        """One line for people ("high risk: deletes files ..."); empty when nothing was found."""
-        if self.level == "low" and not self.reasons:
-            return ""
-        reasons = "; ".join(self.reasons)
-        return f"{self.level} risk: {reasons}" if reasons else f"{self.level} risk"
+    workspace: str
+    turn_id: str | None = None
+    repl: ReplStatus
+    elapsed: float  # seconds the run has taken so far
 
 
 class Proposal(Wire):
@@ -324,6 +355,7 @@ class TurnEvent(Wire):
     kind: Literal["chat", "execute"]
     status: Literal["running", "done", "stopped", "error"]
     error: str | None = None
+    error_kind: ErrorKind | None = None
     usage: Usage | None = None  # on the end of a chat turn
 
 

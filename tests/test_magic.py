@@ -59,10 +59,10 @@ async def test_every_magic_command(start_server: StartServer, model: ModelServer
     assert "of the 128,000-token context window" in priced and "cost about $0.0000" in priced
     await client.request("oi/configure", {"model": "openai/scripted"})
 
-    await client.execute("python", "x = 1")
+    await client.execute("python", "x = 1")  # the user's own run is kept too: 2 messages
     info = await magic(client, "%info")
     assert f"Workspace: {root}" in info and "Model: openai/scripted at" in info
-    assert "python (pid " in info and "“first question”, 2 messages" in info
+    assert "python (pid " in info and "“first question”, 4 messages" in info
 
     assert "Verbose mode is on" in await magic(client, "%verbose")
     assert (await settings(client))["verbose"] is True
@@ -80,17 +80,18 @@ async def test_every_magic_command(start_server: StartServer, model: ModelServer
     assert (await settings(client))["autoRun"] is False
 
     saved = await magic(client, "%save_message")
-    assert f"Saved 4 messages to {root}/messages.json" in saved
+    assert f"Saved 6 messages to {root}/messages.json" in saved
     on_disk = json.loads((workspace / "messages.json").read_text())
-    assert [m["content"] for m in on_disk] == ["first question", "first answer",
-                                               "second question", "second answer"]
+    assert [m["content"] for m in on_disk] == ["first question", "first answer", "x = 1",
+                                               "(no output)", "second question", "second answer"]
 
     undone = await magic(client, "%undo")
     assert "“second question”" in undone and "1 message after it" in undone
-    assert await history(client) == [("user", "first question"), ("assistant", "first answer")]
+    assert await history(client) == [("user", "first question"), ("assistant", "first answer"),
+                                     ("user", "x = 1"), ("computer", "(no output)")]
 
     loaded = await magic(client, "%load_message")
-    assert "Loaded 4 messages" in loaded and "the previous one is kept" in loaded
+    assert "Loaded 6 messages" in loaded and "the previous one is kept" in loaded
     assert [c for _, c in await history(client)][-1] == "second answer"
     assert len((await client.request("oi/sessions", {}))["sessions"]) == 2
     assert "Cannot read" in await magic(client, "%load_message nope.json", "error")

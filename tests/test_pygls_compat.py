@@ -3,6 +3,7 @@ still there and still does what we use it for: an upgrade that renames one fails
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -67,3 +68,24 @@ def test_shutdown_sets_our_stop_event_and_closes_our_listener() -> None:
 
 def test_client_process_before_start() -> None:
     assert pygls_compat.client_process(LanguageClient("probe", "1")) is None
+
+
+def test_refusals_are_logged_as_one_line(caplog: Any) -> None:
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    pygls_compat.quiet_refusals()
+    logger = logging.getLogger("pygls.protocol.json_rpc")
+    assert "pygls.protocol.json_rpc" in logging.Logger.manager.loggerDict  # pygls' own name
+    with caplog.at_level(logging.INFO, logger="pygls.protocol.json_rpc"):
+        try:
+            raise JsonRpcInvalidParams("workspace: not a folder")
+        except JsonRpcInvalidParams:
+            logger.exception('Exception occurred for message "%s"', 3)
+        try:
+            raise RuntimeError("a real bug")
+        except RuntimeError:
+            logger.exception('Exception occurred for message "%s"', 4)
+    refused, bug = caplog.records[-2:]
+    assert refused.getMessage() == "refused a request (-32602): workspace: not a folder"
+    assert refused.exc_info is None and refused.levelname == "INFO"
+    assert bug.exc_info is not None and bug.levelname == "ERROR"

@@ -40,10 +40,9 @@ async def test_status_of_a_live_kernel(client: OIClient) -> None:
     spin = asyncio.create_task(client.execute(
         "python", "import time\nend = time.time() + 7\nwhile time.time() < end: pass\n"
                   "print('spun')"))
-    chunk = await client.wait_for("oi/stream", lambda p: p.get("format") == "resources",
-                                  timeout=60)
-    assert chunk["type"] == "status" and chunk["repl"]["pid"] == kernel_pid
-    assert chunk["repl"]["busy"] is True and chunk["content"].startswith("python: CPU ")
+    chunk = await client.wait_for("oi/resources", timeout=60)
+    assert chunk["repl"]["pid"] == kernel_pid and chunk["elapsed"] >= 3
+    assert chunk["repl"]["busy"] is True and chunk["repl"]["cpuPercent"] > 1
     busy = await client.request("oi/status", {})
     assert python(busy)["busy"] is True and python(busy)["cpuPercent"] > 1
     assert busy["turn"]["state"] == "running" and busy["turn"]["turnId"] == chunk["turnId"]

@@ -108,19 +108,6 @@ async def test_cancel_request_stops_turn(client: OIClient, model: ModelServer) -
     assert (await client.chat("again"))["status"] == "done"
 
 
-async def test_second_chat_is_refused(client: OIClient, model: ModelServer) -> None:
-    model.script(ms.tool("python", "print(1)"), ms.text("done"))
-    first = asyncio.create_task(client.chat("one"))
-    proposal = await next_proposal(client)
-    try:
-        await client.chat("two")
-        raise AssertionError("a second turn was accepted")
-    except Exception as exc:
-        assert "already running" in str(exc)
-    await client.approve(proposal["proposalId"], "run")
-    assert (await first)["status"] == "done"
-
-
 async def test_fenced_code_block_fallback(client: OIClient, model: ModelServer) -> None:
     model.script(ms.text("Let me check.\n```python\nprint(6 * 7)\n```\n"), ms.text("It is 42."))
     chat = asyncio.create_task(client.chat("what is 6*7"))

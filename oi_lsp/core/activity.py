@@ -1,15 +1,11 @@
-"""What a workspace is doing now (idle, the model thinking, a proposal waiting for the user,
-code running): kept as it changes, for oi/status; the changes clients draw are also streamed
-as `status` chunks."""
+"""What a workspace is doing now: idle, the model thinking (streaming), a proposal waiting for
+the user, or code running. Kept as it changes, for oi/status, and streamed to the client as a
+`status` chunk at each change: a status chunk is only ever one of these four states."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from ..protocol import TurnState
+from ..protocol import ActivityState, TurnState
 from .streamer import Streamer
-
-Streamed = Literal["idle", "thinking", "running"]
 
 
 class Activity:
@@ -17,11 +13,7 @@ class Activity:
         self._streamer = streamer
         self.state = TurnState(state="idle")
 
-    def set(self, turn_id: str, state: Streamed) -> None:
-        """Enter `state` and tell the client (a status chunk)."""
+    def set(self, turn_id: str, state: ActivityState) -> None:
+        """Enter `state` and tell the client."""
         self.state = TurnState(state=state, turn_id=None if state == "idle" else turn_id)
         self._streamer.status(turn_id, state)
-
-    def waiting(self, turn_id: str) -> None:
-        """A proposal waits for the user: the proposal itself tells the client."""
-        self.state = TurnState(state="waiting", turn_id=turn_id)

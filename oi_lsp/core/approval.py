@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 class Answer:
     decision: str  # "run" | "skip" | "edit"
     code: str | None = None
+    auto: bool = False  # run without asking (autoRun)
+    end_turn: bool = False  # skipped because the user sent a new message instead
 
 
 class UnknownProposal(LookupError):
@@ -55,6 +58,14 @@ class Approvals:
             if ws == workspace:
                 future.cancel()
 
+    def decline(self, workspace: str) -> bool:
+        """Skip every open proposal of a workspace and end its turn (the user wrote a new
+        message instead); whether there was one."""
+        futures = [f for ws, f in list(self._open.values()) if ws == workspace and not f.done()]
+        for future in futures:
+            future.set_result(Answer("skip", end_turn=True))
+        return bool(futures)
+
 
 class Gate:
     """One workspace's side of approval: the risk check (and safe mode's semgrep scan) of each
@@ -69,28 +80,30 @@ class Gate:
         self.activity = activity
         self._told_semgrep_missing = False
 
-    async def ask(self, turn_id: str, settings: Settings, language: str, code: str,
+    def for_turn(self, turn_id: str, settings: Settings,
+                 auto_run: Callable[[], bool]) -> TurnGate:
+        return TurnGate(self, turn_id, settings, auto_run)
+
+    async def ask(self, turn_id: str, language: str, code: str, found: Risk,
                   auto_run: bool) -> Answer:
-        """The user's answer to running `code` (checked with the turn's `settings`); `run` at
-        once when `auto_run` and the check allow it."""
-        found = await self._risk(settings, language, code)
-        # High risk code, and safe mode `ask`, always wait for the user.
-        if auto_run and found.level != "high" and settings.safe_mode != "ask":
+        """The user's answer to running `code`; `run` at once when `auto_run` and the risk
+        allow it. Meanwhile the workspace's activity is `waiting`."""
+        if auto_run:
             self.link.send(PROPOSAL, Proposal(
                 turn_id=turn_id, workspace=self.workspace,
                 proposal_id=f"auto-{secrets.token_hex(6)}", language=language, code=code,
                 auto_run=True, risk=found).wire())
-            return Answer("run")
-        self.activity.waiting(turn_id)
+            return Answer("run", auto=True)
         proposal_id, future = self.approvals.open(self.workspace)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
                             language=language, code=code, auto_run=False, risk=found)
+        self.activity.set(turn_id, "waiting")
         try:
             return await self.link.ask(proposal, future)
         finally:
             future.cancel()  # answered or not, the id is used up
 
-    async def _risk(self, settings: Settings, language: str, code: str) -> Risk:
+    async def risk(self, settings: Settings, language: str, code: str) -> Risk:
         """The static check, plus semgrep's findings in safe mode (flagged code is high risk
         in `auto`, so it runs only when the user approves it)."""
         found = await asyncio.to_thread(risk.assess, code, self.folder,
@@ -106,3 +119,25 @@ class Gate:
         for finding in findings or ():
             risk.raise_to(found, "high" if settings.safe_mode == "auto" else "medium", finding)
         return found
+
+
+class TurnGate:
+    """The gate as one turn uses it: checked with the turn's settings; autoRun read when each
+    proposal comes, so turning it on during a turn (a client's "always") covers the turn's
+    next proposals too."""
+
+    def __init__(self, gate: Gate, turn_id: str, settings: Settings,
+                 auto_run: Callable[[], bool]) -> None:
+        self._gate = gate
+        self._turn_id = turn_id
+        self._settings = settings
+        self._auto_run = auto_run
+
+    async def check(self, language: str, code: str) -> Risk:
+        return await self._gate.risk(self._settings, language, code)
+
+    async def ask(self, language: str, code: str, found: Risk) -> Answer:
+        # High risk code, and safe mode `ask`, always wait for the user.
+        auto = (self._auto_run() and found.level != "high"
+                and self._settings.safe_mode != "ask")
+        return await self._gate.ask(self._turn_id, language, code, found, auto)

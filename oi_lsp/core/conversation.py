@@ -10,11 +10,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..protocol import ConversationInfo, ExportFormat, Message, SessionExportResult
+from ..executors.base import Chunk
+from ..protocol import CodeOutcome, ConversationInfo, ExportFormat, Message, SessionExportResult
 from . import export
-from .store import Store, Summary, new_conversation_id, title_of
+from .store import Store, Summary, is_display, new_conversation_id, title_of
 
 log = logging.getLogger(__name__)
+
+# What a conversation keeps of the images and HTML its runs displayed (characters of their
+# base64 or text, kept in files beside it): past these a note says what was left out.
+DISPLAY_ITEM_LIMIT = 4 * 1024 * 1024
+DISPLAY_TOTAL_LIMIT = 32 * 1024 * 1024
 
 
 class Conversation:
@@ -30,12 +36,51 @@ class Conversation:
             notice(loaded.notice)
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
+        self._displayed = sum(len(m.content) for m in self.messages if is_display(m))
+        if settle_loaded(self.messages):
+            self._dirty = True  # saved with the next change (it needs a running loop)
 
     # Messages ----------------------------------------------------------------------------
 
     def record(self, message: Message) -> None:
         self.messages.append(message)
         self._save_soon()
+
+    def changed(self) -> None:
+        """A recorded message was updated (a proposal's outcome): save again."""
+        self._save_soon()
+
+    def record_displays(self, chunks: list[Chunk], turn_id: str,
+                        tool_call_id: str | None = None) -> None:
+        """Keep the images and HTML a run displayed, as the stream carried them, within the
+        size limits; past them, a note says what was left out."""
+        for chunk in chunks:
+            if chunk.type == "console":
+                continue
+            size = len(chunk.content)
+            if size > DISPLAY_ITEM_LIMIT or self._displayed + size > DISPLAY_TOTAL_LIMIT:
+                what = "an image" if chunk.type == "image" else f"{chunk.format} output"
+                limit = (f"the {_mb(DISPLAY_ITEM_LIMIT)} kept per item"
+                         if size > DISPLAY_ITEM_LIMIT else
+                         f"the {_mb(DISPLAY_TOTAL_LIMIT)} kept per conversation")
+                self.record(Message(role="computer", type="console", format="output",
+                                    content=f"[{what} ({_mb(size)}) was shown here; not kept: "
+                                            f"over {limit}]", turn_id=turn_id,
+                                    tool_call_id=tool_call_id))
+                continue
+            self._displayed += size
+            self.record(Message(role="computer", type=chunk.type, format=chunk.format,
+                                content=chunk.content, turn_id=turn_id,
+                                tool_call_id=tool_call_id))
+
+    def settle(self, turn_id: str, fate: CodeOutcome) -> None:
+        """Give the turn's proposals that have no outcome yet this one (stopped, expired)."""
+        pending = [m for m in self.messages if m.turn_id == turn_id and _is_code(m)
+                   and m.outcome is None]
+        for message in pending:
+            message.outcome = fate
+        if pending:
+            self._save_soon()
 
     def keep(self, count: int) -> None:
         """Drop every message after the first `count` (%undo)."""
@@ -119,9 +164,46 @@ class Conversation:
             self._save_soon()
 
     def _switch(self, conversation_id: str, messages: list[Message]) -> None:
+        settle_loaded(messages)
         self.id = conversation_id
         self.messages = messages
         self.created = time.time()
+        self._displayed = sum(len(m.content) for m in messages if is_display(m))
+
+
+def _is_code(message: Message) -> bool:
+    """Code the model proposed, or the user ran."""
+    return message.type == "code" and message.role in ("assistant", "user")
+
+
+def settle_loaded(messages: list[Message]) -> bool:
+    """Outcomes for code messages that have none: saved by an older oi-lsp (read from what
+    followed them), or pending when the server stopped (`expired`: the turn ended with it).
+    Whether any changed."""
+    changed = False
+    for i, message in enumerate(messages):
+        if not _is_code(message) or message.outcome is not None:
+            continue
+        rest = messages[i + 1:]
+        following = next((j for j, m in enumerate(rest) if m.role != "computer"), len(rest))
+        after = rest[:following]
+        ran = next((m for m in after if m.type == "confirmation"), None)
+        if message.format == "text" and message.tool_call_id:
+            message.outcome = "error"  # a tool call that could not be read
+        elif ran is not None:
+            message.outcome = "ran" if ran.content == message.content else "edited"
+            if message.outcome == "edited":
+                message.edited_code = ran.content
+        elif after or following < len(rest):
+            message.outcome = "skipped"  # the conversation went on without running it
+        else:
+            message.outcome = "expired"
+        changed = True
+    return changed
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
 
 
 def _iso(timestamp: float) -> str:

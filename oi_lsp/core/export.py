@@ -35,8 +35,10 @@ def _groups(messages: list[Message]) -> list[tuple[str, Message, list[Message]]]
     in order. A proposal counts as skipped until the code that ran follows it."""
     groups: list[tuple[str, Message, list[Message]]] = []
     for m in messages:
-        if m.role in ("user", "assistant") and m.type == "message":
+        if (m.role in ("user", "assistant") and m.type == "message") or m.type == "error":
             groups.append(("text", m, []))
+        elif m.role == "user" and m.type == "code":  # the user's own run
+            groups.append(("code", m, []))
         elif m.role == "assistant" and m.type == "code" and m.format != "text":
             groups.append(("skipped", m, []))
         elif m.type == "confirmation":  # what actually ran (approved or edited)
@@ -46,6 +48,10 @@ def _groups(messages: list[Message]) -> list[tuple[str, Message, list[Message]]]
         elif m.role == "computer" and groups and groups[-1][0] == "code":
             groups[-1][2].append(m)
     return groups
+
+
+def _speaker(m: Message) -> str:
+    return "Error" if m.type == "error" else m.role.capitalize()
 
 
 def _fence(text: str) -> str:
@@ -58,7 +64,7 @@ def to_markdown(messages: list[Message], title: str = "") -> str:
     parts = [f"# {title}"] if title else []
     for kind, m, outputs in _groups(messages):
         if kind == "text":
-            parts.append(f"**{m.role.capitalize()}:**\n\n{m.content}")
+            parts.append(f"**{_speaker(m)}:**\n\n{m.content}")
             continue
         fence = _fence(m.content)
         note = " *(proposed, not run)*" if kind == "skipped" else ""
@@ -83,7 +89,7 @@ def to_ipynb(messages: list[Message], title: str = "") -> str:
     cells: list[Any] = [v4.new_markdown_cell(f"# {title}")] if title else []
     for kind, m, outputs in _groups(messages):
         if kind == "text":
-            cells.append(v4.new_markdown_cell(f"**{m.role.capitalize()}:**\n\n{m.content}"))
+            cells.append(v4.new_markdown_cell(f"**{_speaker(m)}:**\n\n{m.content}"))
             continue
         if kind == "skipped":
             fence = _fence(m.content)

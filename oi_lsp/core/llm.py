@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from ..protocol import ErrorKind
 from . import model_presets
 from .settings import Settings
 
@@ -62,7 +63,18 @@ class Reply:
 
 
 class ModelError(Exception):
-    """A model call failed; the message says what to do about it (never the API key)."""
+    """A model call failed; the message says what to do about it in plain words (never the
+    API key), and `kind` says which failure it is (protocol.ErrorKind)."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+
+
+# Sent as the key to a server at `apiBase` when no key is set anywhere: OpenAI's client will
+# not call without one, and a local OpenAI-compatible server (llama.cpp, vLLM, LM Studio)
+# wants none. A server that does want one answers 401, which then reads as "no key".
+NO_KEY = "no-key-set"
 
 
 # Lazy litellm ----------------------------------------------------------------------------------
@@ -128,12 +140,10 @@ def loaded() -> ModuleType | None:
 
 # Streaming -------------------------------------------------------------------------------------
 
-def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def completion_args(litellm: ModuleType, settings: Settings,
+                    messages: list[dict[str, Any]]) -> dict[str, Any]:
     if not settings.model:
-        raise ModelError(
-            "No model is configured. Set `model` (e.g. gpt-4o-mini with an OpenAI key in "
-            "OPENAI_API_KEY or `apiKey`, or ollama/llama3.1 for a local Ollama) in the `oi` "
-            "settings, or OI_MODEL in the environment.")
+        raise ModelError("noModel", NO_MODEL)
     args: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": True}
     if settings.tool_calls:
         args["tools"] = [EXECUTE_TOOL]
@@ -145,6 +155,8 @@ def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[
         # A local server wants no key, but litellm's OpenAI client insists on one; never send
         # the user's real OPENAI_API_KEY to it.
         args["api_key"] = "local"
+    elif settings.api_base and _keys_missing(litellm, settings):
+        args["api_key"] = NO_KEY
     if settings.temperature is not None:
         args["temperature"] = settings.temperature
     if settings.max_tokens is not None:
@@ -155,15 +167,17 @@ def completion_args(settings: Settings, messages: list[dict[str, Any]]) -> dict[
 async def stream(settings: Settings, messages: list[dict[str, Any]],
                  reply: Reply) -> AsyncIterator[str]:
     """Yield the reply's text as it streams; tool calls and finish reason land in `reply`."""
-    args = completion_args(settings, messages)
+    if not settings.model:
+        raise ModelError("noModel", NO_MODEL)
+    litellm = await warm_up()
+    args = completion_args(litellm, settings, messages)
     if settings.verbose:
         _verbose.info("request to %s: %s", settings.model, json.dumps(messages,
                                                                       ensure_ascii=False))
-    litellm = await warm_up()
     try:
         response = await litellm.acompletion(**args)
     except Exception as exc:
-        raise ModelError(describe_error(exc, settings)) from None
+        raise describe_error(exc, settings, args.get("api_key") == NO_KEY) from None
     try:
         calls: dict[int, ToolCall] = {}
         async for chunk in response:
@@ -189,7 +203,7 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        raise ModelError(describe_error(exc, settings)) from None
+        raise describe_error(exc, settings, args.get("api_key") == NO_KEY) from None
     finally:
         # Close the HTTP stream at once: on stop, a hosted model would go on generating
         # (and billing) tokens nobody reads.
@@ -199,24 +213,64 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
                 await aclose()
 
 
-def describe_error(exc: Exception, settings: Settings) -> str:
-    """A clear, key-free sentence about a failed model call."""
+def _keys_missing(litellm: ModuleType, settings: Settings) -> bool:
+    """No key for the model's provider in the environment either (OPENAI_API_KEY, ...)."""
+    try:
+        found = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
+    except Exception:  # a model litellm cannot place: let the call itself say what is wrong
+        return False
+    return any(key.endswith("_API_KEY") for key in found.get("missing_keys") or ())
+
+
+NO_MODEL = ("No model is configured. Choose one in the oi settings (model): for example "
+            "gpt-4o-mini with an OpenAI API key, or ollama/llama3.1 for a local Ollama. Or set "
+            "OI_MODEL in the environment.")
+
+
+def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False) -> ModelError:
+    """A clear, key-free sentence about a failed model call, and which failure it is."""
     status = getattr(exc, "status_code", None)
-    text = str(exc)
+    text = _redact(str(exc), settings)
+    where = f" at {settings.api_base}" if settings.api_base else ""
+    name = type(exc).__name__
+    first = text.splitlines()[0] if text else name
+    if "Missing credentials" in text or "api_key client option must be set" in text \
+            or (status == 401 and no_key_sent):
+        return ModelError("noApiKey", f"No API key is set for the model {settings.model}{where}. "
+                          "Set one in the oi settings (apiKey), or in the environment (for "
+                          "example OPENAI_API_KEY for OpenAI).")
+    if status in (401, 403):
+        return ModelError("authFailed", f"The model{where} refused the API key ({status}): "
+                          "check that the key is right and still valid.")
+    if status == 429:
+        return ModelError("rateLimited", f"The model{where} is rate limiting requests (429): "
+                          "wait a little and try again, or check your plan's limits.")
+    if "ContextWindowExceeded" in name or "context length" in text.lower() \
+            or "context_length_exceeded" in text:
+        return ModelError("contextTooLong", f"The conversation is too long for the model "
+                          f"{settings.model}: start a new conversation, or set a smaller "
+                          "contextWindow so older messages are trimmed.")
+    if status == 404:
+        return ModelError("modelError", f"Model {settings.model!r} was not found{where} (404): "
+                          "check the model name.")
+    if "Connection" in name or "Timeout" in name or "connect" in text.lower():
+        return ModelError("unreachable", f"Could not reach the model{where}: {_plain(first)}. "
+                          "Check that the server is running and the address is right.")
+    return ModelError("modelError", f"The model{where} failed"
+                      f"{f' ({status})' if status else ''}: {_plain(first)}")
+
+
+def _redact(text: str, settings: Settings) -> str:
     if settings.api_key is not None:
         text = text.replace(settings.api_key.get_secret_value(), "***")
-    text = re.sub(r"(sk-|key-)[A-Za-z0-9_\-]{6,}", r"\1***", text)
-    where = f" at {settings.api_base}" if settings.api_base else ""
-    if status == 401:
-        return f"The model{where} refused the API key (401): check your API key."
-    if status == 429:
-        return f"The model{where} is rate limiting requests (429); try again shortly."
-    if status == 404:
-        return f"Model {settings.model!r} was not found{where} (404)."
-    if "Connection" in type(exc).__name__ or "connect" in text.lower():
-        return f"Could not reach the model{where}: {text.splitlines()[0] if text else exc!r}"
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return f"Model error{f' ({status})' if status else ''}: {first}"
+    return re.sub(r"(sk-|key-)[A-Za-z0-9_\-]{6,}", r"\1***", text)
+
+
+def _plain(text: str) -> str:
+    """An error's first line without litellm's class prefixes and markdown marks."""
+    text = re.sub(r"^(?:litellm\.)?\w+(?:Error|Exception): (?:\w+(?:Error|Exception)(?: - |: ))*",
+                  "", text)
+    return text.replace("`", "").strip()
 
 
 # Fenced code blocks (for models that answer with Markdown instead of tool calls) ---------------

@@ -123,7 +123,8 @@ async def _reset(host: Host, console: Console, arg: str) -> None:
 
 async def _undo(host: Host, console: Console, arg: str) -> None:
     last = next((i for i in range(len(host.conversation.messages) - 1, -1, -1)
-                 if host.conversation.messages[i].role == "user"), None)
+                 if host.conversation.messages[i].role == "user"
+                 and host.conversation.messages[i].type == "message"), None)
     if last is None:
         console.say("Nothing to undo.\n")
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..protocol import EditorContext, Message
+from ..protocol import Message, MessageContext
 from .settings import Settings
 
 SYSTEM_MESSAGE = """\
@@ -34,9 +34,14 @@ Each such block is proposed to the user, run when they approve, and its output s
 OUTPUT_PREFIX = "Output of the "
 
 
-def with_context(text: str, context: EditorContext | None) -> str:
-    """The user's message with the editor's context (file, language, selection) attached."""
-    if context is None or not (context.uri or context.selection):
+# The most of a user's own run's output the model is told about, with the next message.
+USER_RUN_OUTPUT = 1000
+
+
+def with_context(text: str, context: MessageContext | None) -> str:
+    """The user's message with the editor's context (file, language, selection) attached:
+    how the model reads it (the conversation keeps the two apart)."""
+    if context is None or not (context.uri or context.text):
         return text
     parts = [text, "", "Context from the editor:"]
     if context.uri:
@@ -45,8 +50,8 @@ def with_context(text: str, context: EditorContext | None) -> str:
             where += f" (lines {context.range.start.line + 1}-{context.range.end.line + 1})"
         parts.append(f"File: {where}" + (f", language: {context.language}"
                                          if context.language else ""))
-    if context.selection:
-        parts += [f"```{context.language or ''}", context.selection, "```"]
+    if context.text:
+        parts += [f"```{context.language or ''}", context.text, "```"]
     return "\n".join(parts)
 
 
@@ -78,12 +83,24 @@ class _Builder:
                                            "content": system_message(settings)}]
         self.assistant: dict[str, Any] | None = None  # the model message being built
         self.pending: list[Message] = []  # a code message and what followed it
+        self.user_runs: list[list[Message]] = []  # the user's own runs since the last message
 
     def add(self, m: Message) -> None:
+        if m.type == "error" or m.type == "image" or (m.role == "computer" and m.type == "code"):
+            return  # for the user's eyes: turn errors, displayed images and HTML
+        if m.role == "user" and m.type == "code":
+            self.user_runs.append([m])
+            return
+        if self.user_runs and m.role == "computer" and m.turn_id == self.user_runs[-1][0].turn_id:
+            self.user_runs[-1].append(m)
+            return
         if m.role == "user":
             self.settle()
             self.assistant = None
-            self.out.append({"role": "user", "content": m.content})
+            content = with_context(m.content, m.context)
+            if self.user_runs:
+                content = f"{self._user_runs_note()}\n\n{content}"
+            self.out.append({"role": "user", "content": content})
         elif m.role == "assistant" and m.type == "message":
             self.settle()
             self.assistant = {"role": "assistant", "content": m.content}
@@ -94,6 +111,19 @@ class _Builder:
             self.pending.append(m)
         elif self.pending:
             self.pending.append(m)
+
+    def _user_runs_note(self) -> str:
+        """What the user ran in the shared REPLs since their last message: they share its
+        variables with the model, so the model hears of it with the next message."""
+        parts = ["(Since your last turn, I ran this code myself in the same session:)"]
+        for code, *outputs in self.user_runs:
+            text = "\n".join(o.content for o in outputs if o.type == "console").strip()
+            if len(text) > USER_RUN_OUTPUT:
+                text = text[:USER_RUN_OUTPUT // 2] + "\n[...]\n" + text[-USER_RUN_OUTPUT // 2:]
+            parts.append(f"```{code.format or ''}\n{code.content}\n```\nOutput:\n"
+                         f"{text or '(no output)'}")
+        self.user_runs = []
+        return "\n\n".join(parts)
 
     def _code(self, m: Message) -> None:
         if not m.tool_call_id:

@@ -80,7 +80,7 @@ class Repls:
             executor.active_line = self._settings().active_line
             return await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
-                lambda repl, text: streamer.resources(turn_id, repl, text))
+                lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))
         except MemoryRestart as exc:
             emit(Chunk("console", "output", f"\n[stopped: {exc}]\n"))
             return RunResult("error", str(exc))

@@ -3,6 +3,8 @@
 Layout (under `<data dir>/sessions/`):
     <hash of the workspace URI>/<conversation id>.json   one file per conversation
     <hash of the workspace URI>/current                  the id of the open conversation
+    <hash of the workspace URI>/<conversation id>.files/ the images and HTML its runs displayed,
+                                                         one file each, named by their hash
     <hash of the workspace URI>.json                     the old single-conversation file: moved
                                                          into the folder (migrated) when read
 Every write goes to a temp file, is fsynced and renamed over the old file, so a server killed
@@ -11,6 +13,7 @@ at any moment leaves the old or the new file whole.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -84,6 +87,9 @@ class Store:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or data_dir()) / "sessions"
+        # The file each displayed image or HTML was saved as, by the content string's id (its
+        # hash is computed once, not at every save of the conversation).
+        self._names: dict[int, tuple[str, str]] = {}
 
     def folder(self, workspace: str) -> Path:
         return self.root / digest(workspace)
@@ -123,7 +129,8 @@ class Store:
         path = self.path(workspace, conversation_id)
         try:
             data = _parse(path.read_bytes())
-            return _MESSAGES.validate_python(data["messages"]), float(
+            messages = [_inline(m, self._files(path)) for m in data["messages"]]
+            return _MESSAGES.validate_python(messages), float(
                 data.get("created") or data.get("updated") or 0)
         except FileNotFoundError:
             raise UnknownConversation(f"no conversation {conversation_id!r}") from None
@@ -185,9 +192,36 @@ class Store:
 
     # Writing -----------------------------------------------------------------------------
 
+    def _files(self, path: Path) -> Path:
+        """Where a conversation's displayed images and HTML are kept."""
+        return path.with_name(path.stem + ".files")
+
+    def _external(self, message: Message, files: Path) -> dict[str, Any]:
+        """A message as saved: an image or HTML a run displayed goes to a file of its own
+        (written once: named by its content), the conversation keeps its name."""
+        data = message.model_dump(by_alias=True, exclude_none=True)
+        if not is_display(message):
+            return data
+        content = message.content
+        known = self._names.get(id(content))
+        if known is not None and known[0] is content:
+            name = known[1]
+        else:
+            digest = hashlib.sha256(content.encode()).hexdigest()[:32]
+            name = f"{digest}.{re.sub(r'[^A-Za-z0-9.]', '', message.format or 'data')}"
+            if len(self._names) > 4096:
+                self._names.clear()
+            self._names[id(content)] = (content, name)
+        if not (files / name).exists():
+            atomic_write(files / name, content.encode())
+        data["content"] = ""
+        data["file"] = name
+        return data
+
     def save(self, workspace: str, conversation_id: str, messages: list[Message],
              created: float) -> None:
         """Write the conversation and mark it as the open one."""
+        files = self._files(self.path(workspace, conversation_id))
         body = json.dumps({
             "version": FORMAT_VERSION,
             "workspace": workspace,
@@ -195,7 +229,7 @@ class Store:
             "title": title_of(messages),
             "created": created,
             "updated": time.time(),
-            "messages": [m.model_dump(by_alias=True, exclude_none=True) for m in messages],
+            "messages": [self._external(m, files) for m in messages],
         }, ensure_ascii=False).encode()
         atomic_write(self.path(workspace, conversation_id), body)
         if self._current(workspace) != conversation_id:
@@ -203,6 +237,28 @@ class Store:
 
     def set_current(self, workspace: str, conversation_id: str) -> None:
         atomic_write(self.folder(workspace) / "current", conversation_id.encode())
+
+
+def is_display(message: Message) -> bool:
+    """An image or HTML a run displayed (kept in a file of its own)."""
+    return message.role == "computer" and (
+        message.type == "image" or (message.type == "code" and message.format == "html"))
+
+
+def _inline(data: Any, files: Path) -> Any:
+    """A saved message with its file's content back in it; a file that is gone becomes a
+    note saying so."""
+    if not isinstance(data, dict) or not isinstance(data.get("file"), str):
+        return data
+    name = data.pop("file")
+    try:
+        data["content"] = (files / Path(name).name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("a displayed item of the conversation is missing: %s", exc)
+        return {**data, "type": "console", "format": "output",
+                "content": f"[an item shown here is no longer kept: {files / name} cannot be "
+                           "read]"}
+    return data
 
 
 def _parse(raw: bytes) -> dict[str, Any]:

@@ -77,12 +77,12 @@ class Streamer:
         self.flush()
         self._emit((turn_id, "computer", "status", state), content=text)
 
-    def resources(self, turn_id: str, repl: protocol.ReplStatus, text: str) -> None:
-        """A REPL's figures during a long run; a status chunk, like `status`."""
+    def resources(self, turn_id: str, repl: protocol.ReplStatus, elapsed: float) -> None:
+        """A REPL's figures during a long run: oi/resources, not a block (after what is
+        waiting to go out, so the order stays)."""
         self.flush()
-        chunk = protocol.StreamChunk(turn_id=turn_id, workspace=self._workspace, role="computer",
-                                     type="status", format="resources", content=text, repl=repl)
-        self._send(protocol.STREAM, chunk.wire())
+        self._send(protocol.RESOURCES, protocol.Resources(
+            workspace=self._workspace, turn_id=turn_id, repl=repl, elapsed=elapsed).wire())
 
     def close(self) -> None:
         """End the open block, after sending what it still holds."""

@@ -15,18 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from ..executors.base import Chunk, RunResult
-from ..protocol import EditorContext, Message, TurnStatus
+from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
 from . import context_window, llm, run_output
 from .activity import Activity
-from .approval import Answer
-from .prompt import to_model_messages, with_context
+from .approval import TurnGate
+from .conversation import Conversation
+from .prompt import to_model_messages
 from .settings import Settings
 from .streamer import Streamer
 
 log = logging.getLogger(__name__)
 
-# (language, code) -> the user's answer
-Ask = Callable[[str, str], Awaitable[Answer]]
 # (language, code, chunks) -> result; every chunk printed is appended to `chunks` as it comes
 RunCode = Callable[[str, str, list[Chunk]], Awaitable[RunResult]]
 
@@ -35,21 +34,31 @@ RunCode = Callable[[str, str, list[Chunk]], Awaitable[RunResult]]
 class Outcome:
     status: TurnStatus
     error: str | None = None
+    kind: ErrorKind | None = None  # why it failed, when the model or a limit ended it
+
+
+class _Declined(Exception):
+    """The user sent a new message instead of answering the proposal: the turn ends."""
+
+
+# A run's result -> what became of the code (an edited or auto-run one that went fine says so)
+_FATES: dict[str, CodeOutcome] = {"ok": "ran", "error": "error", "stopped": "stopped",
+                                  "timeout": "timedOut"}
 
 
 class Turn:
-    def __init__(self, turn_id: str, settings: Settings, messages: list[Message], *,
-                 record: Callable[[Message], None], streamer: Streamer, activity: Activity,
-                 ask: Ask, run_code: RunCode, runnable: set[str],
+    def __init__(self, turn_id: str, settings: Settings, conversation: Conversation, *,
+                 streamer: Streamer, activity: Activity,
+                 gate: TurnGate, run_code: RunCode, runnable: set[str],
                  on_text: Callable[[str], None], spent: context_window.Spend,
                  spill_dir: Path) -> None:
         self.turn_id = turn_id
         self.settings = settings
-        self.messages = messages  # the workspace's conversation; read, appended via record
-        self.record = record
+        self.conversation = conversation
+        self.messages = conversation.messages  # read; appended to through the conversation
         self.streamer = streamer
         self.activity = activity
-        self.ask = ask
+        self.gate = gate
         self.run_code = run_code
         self.runnable = runnable
         self.on_text = on_text  # the model's text, for clients that do not render oi/stream
@@ -59,16 +68,24 @@ class Turn:
         self.spent = spent  # the workspace's, since it opened (for maxBudget)
 
     def _say(self, role: Any, type_: Any, content: str, format_: str | None = None,
-             tool_call_id: str | None = None) -> None:
-        self.record(Message(role=role, type=type_, format=format_, content=content,
-                            turn_id=self.turn_id, tool_call_id=tool_call_id))
+             tool_call_id: str | None = None, **extra: Any) -> Message:
+        message = Message(role=role, type=type_, format=format_, content=content,
+                          turn_id=self.turn_id, tool_call_id=tool_call_id, **extra)
+        self.conversation.record(message)
+        return message
 
     async def run(self, text: str, context: EditorContext | None) -> Outcome:
-        self._say("user", "message", with_context(text, context))
+        self._say("user", "message", text, context=_kept(context))
+        try:
+            return await self._loop()
+        except _Declined:
+            return Outcome("done")
+
+    async def _loop(self) -> Outcome:
         while True:
             over = self._over_budget()
             if over:
-                return Outcome("error", over)
+                return Outcome("error", over, "budget")
             reply = llm.Reply()
             self.activity.set(self.turn_id, "thinking")
             sent = await self._fitted()
@@ -106,7 +123,8 @@ class Turn:
 
     def _too_many_steps(self) -> Outcome:
         return Outcome("error", f"stopped after {self.settings.max_steps} steps (code runs and "
-                       "loop prompts) in one turn (maxSteps); send a message to go on")
+                       "loop prompts) in one turn, the most maxSteps allows. Send a message to "
+                       "go on.", "maxSteps")
 
     async def _fitted(self) -> list[dict[str, Any]]:
         """The conversation for the model, trimmed to its context window."""
@@ -130,8 +148,8 @@ class Turn:
         limit = self.settings.max_budget
         if limit is None or self.spent.cost is None or self.spent.cost < limit:
             return None
-        return (f"stopped: this session has spent about ${self.spent.cost:.4f} on the model, "
-                f"which reaches its maxBudget of ${limit:g}; raise maxBudget to go on")
+        return (f"Stopped: this session has spent about ${self.spent.cost:.4f} on the model, "
+                f"which reaches its maxBudget of ${limit:g}. Raise maxBudget to go on.")
 
     def _proposals(self, reply: llm.Reply) -> list[tuple[str, str, str | None]]:
         """(language, code, tool call id) of each run the model asks for, in order."""
@@ -161,7 +179,7 @@ class Turn:
                            f"{call.arguments[:200]!r}")
         if problem is not None:
             # The model is told in the tool result and the turn goes on.
-            self._say("assistant", "code", call.arguments, "text", call_id)
+            self._say("assistant", "code", call.arguments, "text", call_id, outcome="error")
             self._say("computer", "console", problem, "output", call_id)
             return ("", "", None)
         return (language, code, call_id)
@@ -169,17 +187,34 @@ class Turn:
     async def _propose(self, language: str, code: str, call_id: str | None) -> None:
         if not language:  # an invalid tool call, already answered
             return
-        self._say("assistant", "code", code, language, call_id)
-        answer = await self.ask(language, code)
+        proposed = self._say("assistant", "code", code, language, call_id)
+        proposed.risk = await self.gate.check(language, code)
+        self.conversation.changed()
+        # Stopped while it waits, the proposal's fate is set by the workspace (stopped by the
+        # user, or expired with the server).
+        answer = await self.gate.ask(language, code, proposed.risk)
         if answer.decision == "skip":
+            self._settle(proposed, "skipped")
+            if answer.end_turn:
+                raise _Declined
             return
         ran = answer.code if answer.decision == "edit" and answer.code is not None else code
+        if ran != code:
+            proposed.edited_code = ran
         self._say("computer", "confirmation", ran, language, call_id)
         self.streamer.whole(self.turn_id, "computer", "confirmation", language, ran)
+        result = await self._run(ran, language, call_id)
+        fate = _FATES[result.status]
+        if fate == "ran":
+            fate = "edited" if ran != code else "autoRan" if answer.auto else "ran"
+        self._settle(proposed, fate)
+
+    async def _run(self, code: str, language: str, call_id: str | None) -> RunResult:
+        """Run approved code; record what the model sees of its output, and what it showed."""
         chunks: list[Chunk] = []
         result = RunResult("error", "the run did not finish")
         try:
-            result = await self.run_code(language, ran, chunks)
+            result = await self.run_code(language, code, chunks)
         except asyncio.CancelledError:
             result = RunResult("stopped")
             raise
@@ -191,5 +226,17 @@ class Turn:
                 run_output.spill(spill, text)
             view = run_output.model_view(result, chunks, self.settings.max_output, spill)
             self._say("computer", "console", view, "output", call_id)
+            self.conversation.record_displays(chunks, self.turn_id, call_id)
+        return result
+
+    def _settle(self, proposed: Message, fate: CodeOutcome) -> None:
+        proposed.outcome = fate
+        self.conversation.changed()
 
 
+def _kept(context: EditorContext | None) -> MessageContext | None:
+    """The editor's context as the conversation keeps it (None when it adds nothing)."""
+    if context is None or not (context.uri or context.selection):
+        return None
+    return MessageContext(uri=context.uri, range=context.range, language=context.language,
+                          text=context.selection)

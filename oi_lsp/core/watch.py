@@ -1,4 +1,4 @@
-"""Running code under watch: busy flags, figures for oi/status, `resources` status chunks
+"""Running code under watch: busy flags, figures for oi/status, oi/resources notifications
 during long runs, and the memory limit (tell the user; restart when agreed or configured)."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 WATCH_EVERY = 1.0  # seconds between samples while code runs
-STATUS_AFTER = 3.0  # a run this long gets `resources` status chunks ...
+STATUS_AFTER = 3.0  # a run this long gets oi/resources notifications ...
 STATUS_EVERY = 2.0  # ... this often
 
-# (the REPL's status, a one-line summary) -> a `resources` status chunk for the running turn
-Report = Callable[[ReplStatus, str], None]
+# (the REPL's figures, seconds the run has taken) -> oi/resources for the running turn
+Report = Callable[[ReplStatus, float], None]
 
 
 class MemoryRestart(Exception):
@@ -33,7 +33,7 @@ class MemoryRestart(Exception):
 
 
 class Watch:
-    """Runs code while watching its REPL: busy flags, figures for oi/status, status chunks
+    """Runs code while watching its REPL: busy flags, figures for oi/status, oi/resources
     during long runs, and the memory limit (tell the user; restart when agreed or configured)."""
 
     def __init__(self, settings: Callable[[], Settings], tell: Tell) -> None:
@@ -91,9 +91,7 @@ class Watch:
             now = time.monotonic()
             if now - started >= STATUS_AFTER and now - last >= STATUS_EVERY:
                 last = now
-                report(self._status(language, executor, True, figures),
-                       f"{language}: CPU {figures.cpu_percent:.0f}%, "
-                       f"{figures.rss / MB:.0f} MB, running {now - started:.0f} s")
+                report(self._status(language, executor, True, figures), round(now - started, 1))
 
     async def _check_once(self, language: str, executor: Executor) -> None:
         pid = executor.pid

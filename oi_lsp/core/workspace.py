@@ -16,8 +16,11 @@ from ..executors.base import Chunk, RunResult
 from ..protocol import (
     ChatParams,
     ChatResult,
+    CodeOutcome,
+    ErrorKind,
     ExecuteParams,
     ExecuteResult,
+    Message,
     StatusResult,
     TurnEvent,
     Usage,
@@ -25,14 +28,14 @@ from ..protocol import (
 from . import magic
 from .activity import Activity
 from .aio import cancelling
-from .approval import Answer, Approvals, Gate
+from .approval import Approvals, Gate
 from .context_window import Spend
 from .conversation import Conversation
 from .layers import SettingsLayers
 from .link import Link
 from .llm import ModelError
 from .repls import Repls
-from .run_output import merge_outputs
+from .run_output import merge_outputs, model_view
 from .settings import Settings
 from .store import Store
 from .streamer import Streamer
@@ -40,9 +43,21 @@ from .turn import Outcome, Turn
 
 log = logging.getLogger(__name__)
 
+_RUN_FATES: dict[str, CodeOutcome] = {"ok": "ran", "error": "error", "stopped": "stopped",
+                                      "timeout": "timedOut"}
+
 
 class Busy(RuntimeError):
-    """A turn already runs in this workspace."""
+    """A turn already runs in this workspace (the message says what it is doing)."""
+
+
+_BUSY = {
+    "thinking": "The model is still answering in this workspace. Wait for it to finish, or "
+                "stop it first.",
+    "running": "Code is still running in this workspace. Wait for it to finish, or stop it "
+               "first.",
+}
+_BUSY_OTHER = "A turn is already running in this workspace. Wait for it, or stop it first."
 
 
 def new_turn_id() -> str:
@@ -64,6 +79,7 @@ class Workspace:
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals
         self._turn: asyncio.Task[Outcome] | None = None
+        self._turn_id = ""
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
 
@@ -77,10 +93,13 @@ class Workspace:
         """Start the Python kernel now, in the background, so the first run is fast."""
         self.repls.open()
 
+    def busy(self) -> bool:
+        return self._turn is not None and not self._turn.done()
+
     def check_idle(self) -> None:
-        """Raise Busy while a turn runs."""
-        if self._turn is not None and not self._turn.done():
-            raise Busy("a turn is already running in this workspace; stop it (oi/stop) or wait")
+        """Raise Busy, saying what runs, while a turn runs."""
+        if self.busy():
+            raise Busy(_BUSY.get(self.activity.state.state, _BUSY_OTHER))
 
     # Conversations -----------------------------------------------------------------------
 
@@ -98,6 +117,11 @@ class Workspace:
     # Turns -------------------------------------------------------------------------------
 
     async def chat(self, params: ChatParams) -> ChatResult:
+        if self.busy() and self.activity.state.state == "waiting" \
+                and self.approvals.decline(self.uri):
+            # A new message instead of an answer: the proposal is skipped and its turn ends.
+            assert self._turn is not None
+            await asyncio.wait([self._turn])
         self.check_idle()
         await self.layers.load_profiles()
         turn_id = new_turn_id()
@@ -110,6 +134,7 @@ class Workspace:
             turn = self._new_turn(turn_id, settings)
             work = turn.run(params.message, params.context)
         self._event(turn_id, "chat", "running")
+        self._turn_id = turn_id
         task = self._turn = asyncio.create_task(work)
         try:
             outcome = await _outcome(task)
@@ -119,6 +144,10 @@ class Workspace:
             raise
         finally:
             self.activity.set(turn_id, "idle")
+        if outcome.error and turn is not None:  # why a question has no answer, kept
+            self.conversation.record(Message(role="computer", type="error",
+                                             content=outcome.error, turn_id=turn_id,
+                                             error_kind=outcome.kind))
         await self.conversation.flush()  # a turn reported finished is on disk
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
@@ -126,25 +155,21 @@ class Workspace:
                 and turn.usage.cost is None:
             self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
                                 f"{settings.model!r}", error=True)
-        self._event(turn_id, "chat", outcome.status, outcome.error,
+        self._event(turn_id, "chat", outcome.status, outcome.error, outcome.kind,
                     self._usage(turn.usage) if turn is not None else None)
-        return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error)
+        return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error,
+                          error_kind=outcome.kind)
 
     def _new_turn(self, turn_id: str, settings: Settings) -> Turn:
         conversation = self.conversation
-
-        async def ask(language: str, code: str) -> Answer:
-            # autoRun is read when each proposal comes, so turning it on during a turn (a
-            # client's "always") covers the turn's next proposals too.
-            return await self.gate.ask(turn_id, settings, language, code,
-                                       self.settings().auto_run)
 
         async def run_code(language: str, code: str, chunks: list[Chunk]) -> RunResult:
             return await self.repls.run(turn_id, language, code, chunks,
                                         settings.execution_timeout)
 
-        return Turn(turn_id, settings, conversation.messages, record=conversation.record,
-                    streamer=self.streamer, activity=self.activity, ask=ask,
+        gate = self.gate.for_turn(turn_id, settings, lambda: self.settings().auto_run)
+        return Turn(turn_id, settings, conversation, streamer=self.streamer,
+                    activity=self.activity, gate=gate,
                     run_code=run_code, runnable=registry.runnable(),
                     on_text=self.link.show_text, spent=self.spent,
                     spill_dir=conversation.spill_dir())
@@ -186,17 +211,35 @@ class Workspace:
                 raise
             result = RunResult("stopped", "stopped by the user")
         status = "done" if result.status in ("ok", "error", "timeout") else "stopped"
+        self._record_run(turn_id, params, result, chunks)
         self._event(turn_id, "execute", status)
         return ExecuteResult(turn_id=turn_id, status=result.status, error=result.error,
                              outputs=merge_outputs(chunks))
 
-    async def stop(self) -> bool:
+    def _record_run(self, turn_id: str, params: ExecuteParams, result: RunResult,
+                    chunks: list[Chunk]) -> None:
+        """The user's own run, kept in the conversation: its code, what it printed (as the
+        model would see it) and what it displayed. The model hears of it with the next
+        message (prompt.py)."""
+        conversation = self.conversation
+        conversation.record(Message(role="user", type="code", format=params.language,
+                                    content=params.code, turn_id=turn_id,
+                                    outcome=_RUN_FATES[result.status]))
+        conversation.record(Message(role="computer", type="console", format="output",
+                                    turn_id=turn_id, content=model_view(
+                                        result, chunks, self.settings().max_output)))
+        conversation.record_displays(chunks, turn_id)
+
+    async def stop(self, fate: CodeOutcome = "stopped") -> bool:
+        """Stop the turn and the runs; a proposal left waiting gets `fate`."""
         tasks = [t for t in (self._turn, *self._runs) if t is not None and not t.done()]
         self.approvals.drop(self.uri)
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._turn_id:
+            self.conversation.settle(self._turn_id, fate)
         return bool(tasks)
 
     async def reset(self) -> None:
@@ -206,7 +249,7 @@ class Workspace:
         await self.repls.restart_all()
 
     async def close(self) -> None:
-        await self.stop()
+        await self.stop("expired")  # a proposal waiting now can never be answered
         await self.repls.close()
         await self.conversation.flush()
 
@@ -219,10 +262,10 @@ class Workspace:
                      calls=used.calls, cost=used.cost, session_cost=self.spent.cost)
 
     def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
-               usage: Usage | None = None) -> None:
-        self.link.send(protocol.TURN, TurnEvent(turn_id=turn_id, workspace=self.uri, kind=kind,
-                                                status=status, error=error,
-                                                usage=usage).wire())
+               error_kind: ErrorKind | None = None, usage: Usage | None = None) -> None:
+        self.link.send(protocol.TURN, TurnEvent(
+            turn_id=turn_id, workspace=self.uri, kind=kind, status=status, error=error,
+            error_kind=error_kind, usage=usage).wire())
 
 
 async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:
@@ -234,7 +277,7 @@ async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:
             raise
         return Outcome("stopped")
     except ModelError as exc:
-        return Outcome("error", str(exc))
+        return Outcome("error", str(exc), exc.kind)
     except Exception as exc:
         log.exception("turn failed")
         return Outcome("error", f"internal error: {type(exc).__name__}: {exc}")

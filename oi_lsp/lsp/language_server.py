@@ -22,6 +22,7 @@ from ..core.workspaces import Workspaces
 from ..protocol import Proposal
 from .jsonrpc import raw_params_converter
 from .network import GatedProtocol
+from .pygls_compat import quiet_refusals
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class OIServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("oi-lsp", __version__, converter_factory=raw_params_converter,
                          protocol_cls=GatedProtocol)  # --tcp/--ws admit by token
+        quiet_refusals()
         self.approvals = Approvals()
         self.store = Store()
         self.env = env_layer()

@@ -2,18 +2,21 @@
 
 oi-lsp's transports and its fast writer hook into pygls where it has no public API: the method
 every outgoing message passes through, the one that answers a request, the server's error
-report, the stop event its read loops watch and the listener its shutdown() closes, and the
-child process of its client. tests/test_pygls_compat.py checks each name against the pygls
-installed, so an upgrade that renames one fails there, loudly, and not in a user's editor.
+report, the stop event its read loops watch and the listener its shutdown() closes, the child
+process of its client, and the logger its request handlers' errors go to.
+tests/test_pygls_compat.py checks each name against the pygls installed, so an upgrade that
+renames one fails there, loudly, and not in a user's editor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
 from pygls.client import JsonRPCClient
+from pygls.exceptions import JsonRpcException
 from pygls.protocol import LanguageServerProtocol
 from pygls.server import JsonRPCServer
 
@@ -52,3 +55,26 @@ def set_listener(server: JsonRPCServer, listener: Any) -> None:
 def client_process(client: JsonRPCClient) -> asyncio.subprocess.Process | None:
     """The server process a pygls client started (start_io)."""
     return client._server
+
+
+# pygls logs every exception a request handler raises with its traceback, deliberate
+# JSON-RPC refusals included (bad params, a workspace busy with a turn).
+_HANDLER_LOG = "pygls.protocol.json_rpc"
+REFUSALS = (-32602, -32803)  # InvalidParams; LSP's RequestFailed
+
+
+class _OneLineRefusals(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, JsonRpcException) and error.code in REFUSALS:
+            record.msg, record.args = "refused a request (%s): %s", (error.code, error.message)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+def quiet_refusals() -> None:
+    """Log the refusals a handler raises as one line, not a traceback (once per process)."""
+    logger = logging.getLogger(_HANDLER_LOG)
+    if not any(isinstance(f, _OneLineRefusals) for f in logger.filters):
+        logger.addFilter(_OneLineRefusals())

@@ -314,7 +314,8 @@ function expire(turnId: string, status: string): void {
 
 function setStatus(status: string): void {
     statusBox.hidden = status === 'idle';
-    statusText.textContent = status === 'thinking' ? 'Model thinking…' : status === 'running' ? 'Running…' : '';
+    statusText.textContent = status === 'thinking' ? 'Model thinking…' : status === 'running' ? 'Running…'
+        : status === 'waiting' ? 'Waiting for your answer…' : '';
 }
 
 function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
