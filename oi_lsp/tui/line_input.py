@@ -4,7 +4,7 @@ A daemon thread reads fd 0 in the terminal's own line mode (so backspace, Ctrl-U
 work) and only while a prompt waits for a line: when no prompt waits, nothing reads the
 terminal, so an editor started for `[e]dit` gets every key, and text typed during a turn stays
 in the terminal's buffer for the next prompt. os.read (not sys.stdin) holds no lock, so the
-process can exit while a read is pending.
+process can exit while a read is pending. prompt() shows a prompt and reads one line.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .render import Renderer  # only a type: this module stays free of rich
 
 
 class Interrupted(Exception):
@@ -96,3 +100,21 @@ class LineReader:
         if self.waiting:
             assert self._waiter is not None
             self._waiter.set_exception(Interrupted())
+
+
+async def prompt(reader: LineReader, ui: Renderer, text: str) -> str | None:
+    """A line typed at the prompt `text`; None when the user leaves (Ctrl-D, or Ctrl-C)."""
+    ui.newline()
+    if text == "> ":
+        ui.console.print()  # a blank line between exchanges
+    ui.console.print(text, end="", style="bold green", markup=False)
+    ui.console.file.flush()
+    try:
+        line = await reader.read()
+    except Interrupted:
+        line = None
+    if line is None:  # the terminal echoed no newline for Ctrl-C or Ctrl-D
+        ui.raw("\n")
+    else:
+        ui.at_line_start()  # the terminal echoed the Enter
+    return line

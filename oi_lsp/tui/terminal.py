@@ -1,0 +1,33 @@
+"""The terminal's mode, saved and restored around what may change it (for `oi-lsp chat`).
+
+An editor started for `[e]dit`, or a read interrupted by Ctrl-C, can leave the terminal in
+another mode; the chat puts back the one it found.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def save_mode() -> list[Any] | None:
+    """The terminal's mode, to restore it whatever an editor or an interrupted read left."""
+    if not os.isatty(0):
+        return None
+    import termios
+
+    try:
+        return termios.tcgetattr(0)
+    except termios.error:
+        return None
+
+
+def restore_mode(mode: list[Any] | None) -> None:
+    if mode is None:
+        return
+    import termios
+
+    try:
+        termios.tcsetattr(0, termios.TCSADRAIN, mode)
+    except termios.error:
+        pass
