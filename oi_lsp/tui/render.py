@@ -196,7 +196,7 @@ class Renderer:
         width = max(40, self.console.width - 4)
         for message in shown:
             label = _label(message)
-            line = " ".join(str(message.get("content") or "").split())
+            line = " ".join(_shown(message).split())
             if len(label) + len(line) + 2 > width:
                 line = line[:max(0, width - len(label) - 3)] + "…"
             text = Text("  ")
@@ -208,13 +208,29 @@ class Renderer:
 def _label(message: dict[str, Any]) -> str:
     role, type_, fmt = message.get("role"), message.get("type"), message.get("format")
     if role == "user":
-        return "you"
+        return f"you ran {fmt}" if type_ == "code" else "you"
     if role == "assistant":
-        return "assistant" if type_ == "message" else f"proposed {fmt}"
+        if type_ == "message":
+            return "assistant"
+        outcome = message.get("outcome")
+        return f"proposed {fmt}" + (f" ({_FATES.get(outcome, outcome)})" if outcome else "")
     if type_ == "confirmation":
         return f"ran {fmt}"
     if type_ == "console":
         return "output"
+    if type_ in ("error", "image"):
+        return str(type_)
     return f"{type_} {fmt or ''}".strip()
+
+
+_FATES = {"autoRan": "ran by itself", "timedOut": "timed out", "expired": "not answered"}
+
+
+def _shown(message: dict[str, Any]) -> str:
+    """A message's text for a one-line summary (a picture or HTML is named, not printed)."""
+    if message.get("type") == "image" or (message.get("role") == "computer"
+                                          and message.get("type") == "code"):
+        return f"[{message.get('format') or 'display'} shown]"
+    return str(message.get("content") or "")
 
 
