@@ -241,7 +241,7 @@ def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False
                           "example OPENAI_API_KEY for OpenAI).")
     if status in (401, 403):
         return ModelError("authFailed", f"The model{where} refused the API key ({status}): "
-                          "check that the key is right and still valid.")
+                          "check your API key (is it right, and still valid?).")
     if status == 429:
         return ModelError("rateLimited", f"The model{where} is rate limiting requests (429): "
                           "wait a little and try again, or check your plan's limits.")
