@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 
-from .base import Chunk, Emit
+from .base import Chunk, Emit, prefix_overlap
 
 SAMPLE_INTERVAL = 0.05
 _MAX_MARKER = 64  # an opened marker longer than this is program output after all
@@ -122,7 +122,7 @@ class LineFilter:
                 self.last = number
                 self.emit(Chunk("console", "active_line", number))
             text = text[end + 1:]
-        keep = _prefix_overlap(text, self.start)
+        keep = prefix_overlap(text, self.start)
         self._text(text[:len(text) - keep])
         self.held = text[len(text) - keep:]
 
@@ -134,10 +134,3 @@ class LineFilter:
         if text:
             self.emit(Chunk("console", "output", text))
 
-
-def _prefix_overlap(text: str, start: str) -> int:
-    """Length of the longest end of `text` that is a start of `start`."""
-    for size in range(min(len(text), len(start) - 1), 0, -1):
-        if start.startswith(text[-size:]):
-            return size
-    return 0

@@ -21,6 +21,15 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
+def prefix_overlap(text: str, marker: str) -> int:
+    """Length of the longest end of `text` that is a start of `marker`: what a reader of a
+    stream must hold back, since the next read may complete the marker."""
+    for size in range(min(len(text), len(marker) - 1), 0, -1):
+        if marker.startswith(text[-size:]):
+            return size
+    return 0
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """A piece of output of a run: console text, an image, or displayed HTML."""
