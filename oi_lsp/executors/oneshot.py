@@ -11,7 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .base import Chunk, Emit, Executor, RunResult
-from .process import INTERRUPT_GRACE, REINTERRUPT, OutputReader, end_group, signal_group, spawn
+from .process import (
+    PROCESS_INTERRUPT_GRACE,
+    PROCESS_REINTERRUPT,
+    OutputReader,
+    end_group,
+    signal_group,
+    spawn,
+)
 
 # (file) -> the command that runs it
 Command = Callable[[Path], list[str]]
@@ -70,11 +77,11 @@ class OneShotExecutor(Executor):
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + INTERRUPT_GRACE
+        deadline = loop.time() + PROCESS_INTERRUPT_GRACE
         while proc.returncode is None and loop.time() < deadline:
             signal_group(proc.pid, signal.SIGINT)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(REINTERRUPT):
+                async with asyncio.timeout(PROCESS_REINTERRUPT):
                     await proc.wait()
         await end_group(proc)
 

@@ -18,9 +18,9 @@ from .base import Chunk, Emit, prefix_overlap, strip_ansi
 
 # How long interrupted code may take to stop before the group gets SIGTERM, then SIGKILL;
 # SIGINT is repeated meanwhile (a signal landing between two commands is easily lost).
-INTERRUPT_GRACE = 2.0
+PROCESS_INTERRUPT_GRACE = 2.0
 TERM_GRACE = 1.0
-REINTERRUPT = 0.3
+PROCESS_REINTERRUPT = 0.3
 READ_SIZE = 65536
 
 

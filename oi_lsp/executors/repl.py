@@ -26,8 +26,8 @@ import psutil
 from . import active_line
 from .base import Chunk, Emit, Executor, RunResult
 from .process import (
-    INTERRUPT_GRACE,
-    REINTERRUPT,
+    PROCESS_INTERRUPT_GRACE,
+    PROCESS_REINTERRUPT,
     OutputReader,
     end_group,
     kill_members,
@@ -400,7 +400,7 @@ class ReplExecutor(Executor):
         """The output ended without a marker: the REPL exited during the run."""
         assert self._proc is not None
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(INTERRUPT_GRACE):
+            async with asyncio.timeout(PROCESS_INTERRUPT_GRACE):
                 await self._proc.wait()
         why = _exit_text(self._proc.returncode)
         emit(Chunk("console", "output", f"\n[the {self.name} REPL exited during this run "
@@ -417,11 +417,11 @@ class ReplExecutor(Executor):
         assert proc is not None and reader is not None
         wait = asyncio.create_task(reader.until_marker(marker, emit, begin))
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + INTERRUPT_GRACE
+        deadline = loop.time() + PROCESS_INTERRUPT_GRACE
         try:
             while not wait.done() and loop.time() < deadline:
                 signal_group(proc.pid, signal.SIGINT)
-                await asyncio.wait([wait], timeout=min(REINTERRUPT, deadline - loop.time()))
+                await asyncio.wait([wait], timeout=min(PROCESS_REINTERRUPT, deadline - loop.time()))
         finally:
             if not wait.done():
                 wait.cancel()

@@ -12,8 +12,8 @@ from ..base import Chunk, Emit, RunResult, strip_ansi
 
 # How long an interrupted cell may take to answer before the kernel is restarted instead,
 # and how often the interrupt is repeated meanwhile (code may catch KeyboardInterrupt).
-INTERRUPT_GRACE = 5.0
-REINTERRUPT = 0.5
+KERNEL_INTERRUPT_GRACE = 5.0
+KERNEL_REINTERRUPT = 0.5
 
 _PLACEHOLDER_PREFIX = "<IPython.core.display."
 
@@ -81,7 +81,7 @@ async def settle(cell: Cell, interrupt: Callable[[], Awaitable[None]],
     longer answer at all.
     """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + INTERRUPT_GRACE
+    deadline = loop.time() + KERNEL_INTERRUPT_GRACE
     next_interrupt = 0.0
     while not cell.idle and not gone():
         now = loop.time()
@@ -90,7 +90,7 @@ async def settle(cell: Cell, interrupt: Callable[[], Awaitable[None]],
             return
         if cell.busy and now >= next_interrupt:
             await interrupt()
-            next_interrupt = now + REINTERRUPT
+            next_interrupt = now + KERNEL_REINTERRUPT
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.05):
                 await cell.next()
