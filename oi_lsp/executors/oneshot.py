@@ -19,6 +19,7 @@ from .process import (
     signal_group,
     spawn,
 )
+from .stopping import interrupt_until_ended
 
 # (file) -> the command that runs it
 Command = Callable[[Path], list[str]]
@@ -76,13 +77,20 @@ class OneShotExecutor(Executor):
         return RunResult("error", f"exit status {status}", exit_code=status)
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PROCESS_INTERRUPT_GRACE
-        while proc.returncode is None and loop.time() < deadline:
+        """SIGINT the group until the program exits, within the grace; then end the group
+        either way (what the program started may still run)."""
+
+        async def sigint() -> None:
             signal_group(proc.pid, signal.SIGINT)
+
+        async def exit_or(to_interrupt: float, _to_deadline: float) -> None:
+            # Not cut at the end of the grace: the last SIGINT too gets its whole interval.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(PROCESS_REINTERRUPT):
+                async with asyncio.timeout(to_interrupt):
                     await proc.wait()
+
+        await interrupt_until_ended(lambda: proc.returncode is not None, sigint, exit_or,
+                                    grace=PROCESS_INTERRUPT_GRACE, every=PROCESS_REINTERRUPT)
         await end_group(proc)
 
     async def interrupt(self) -> None:

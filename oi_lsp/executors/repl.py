@@ -35,6 +35,7 @@ from .process import (
     signal_group,
     spawn,
 )
+from .stopping import interrupt_until_ended
 
 log = logging.getLogger(__name__)
 
@@ -416,12 +417,16 @@ class ReplExecutor(Executor):
         proc, reader = self._proc, self._reader
         assert proc is not None and reader is not None
         wait = asyncio.create_task(reader.until_marker(marker, emit, begin))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PROCESS_INTERRUPT_GRACE
+
+        async def sigint() -> None:
+            signal_group(proc.pid, signal.SIGINT)
+
+        async def marker_or(to_interrupt: float, to_deadline: float) -> None:
+            await asyncio.wait([wait], timeout=min(to_interrupt, to_deadline))
+
         try:
-            while not wait.done() and loop.time() < deadline:
-                signal_group(proc.pid, signal.SIGINT)
-                await asyncio.wait([wait], timeout=min(PROCESS_REINTERRUPT, deadline - loop.time()))
+            await interrupt_until_ended(wait.done, sigint, marker_or,
+                                        grace=PROCESS_INTERRUPT_GRACE, every=PROCESS_REINTERRUPT)
         finally:
             if not wait.done():
                 wait.cancel()

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..base import Chunk, Emit, RunResult, strip_ansi
+from ..stopping import interrupt_until_ended
 
 # How long an interrupted cell may take to answer before the kernel is restarted instead,
 # and how often the interrupt is repeated meanwhile (code may catch KeyboardInterrupt).
@@ -80,20 +81,18 @@ async def settle(cell: Cell, interrupt: Callable[[], Awaitable[None]],
     come back is restarted (its state is lost). `gone` ends the wait when the kernel can no
     longer answer at all.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + KERNEL_INTERRUPT_GRACE
-    next_interrupt = 0.0
-    while not cell.idle and not gone():
-        now = loop.time()
-        if now >= deadline:
-            await restart()
-            return
-        if cell.busy and now >= next_interrupt:
-            await interrupt()
-            next_interrupt = now + KERNEL_REINTERRUPT
+
+    async def poll(_to_interrupt: float, _to_deadline: float) -> None:
+        # Short whatever the timing: `gone()` turning true is no message that would end it.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.05):
                 await cell.next()
+
+    if not await interrupt_until_ended(lambda: cell.idle or gone(), interrupt, poll,
+                                       grace=KERNEL_INTERRUPT_GRACE, every=KERNEL_REINTERRUPT,
+                                       ready=lambda: cell.busy):
+        await restart()
+        return
     if cell.reply is None:  # the reply, when there is one, can trail idle a little
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.2):
