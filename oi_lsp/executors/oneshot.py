@@ -21,8 +21,8 @@ from .process import (
 )
 from .stopping import interrupt_until_ended
 
-# (file) -> the command that runs it
-Command = Callable[[Path], list[str]]
+# (the file of a run) -> the argv that runs it
+Argv = Callable[[Path], list[str]]
 
 _JAVA_TYPE = re.compile(r"^\s*(?:public\s+|final\s+|abstract\s+)*(?:class|interface|record|enum)\s",
                         re.MULTILINE)
@@ -43,7 +43,7 @@ def java_source(code: str) -> str:
 class OneShotExecutor(Executor):
     """A fresh process per run: nothing persists between runs (the language has no REPL)."""
 
-    def __init__(self, language: str, suffix: str, command: Command, cwd: Path,
+    def __init__(self, language: str, suffix: str, command: Argv, cwd: Path,
                  prepare: Callable[[str], str] = lambda code: code) -> None:
         self.language = language
         self.suffix = suffix
