@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import languages
 from .base import Chunk, Emit, Executor, RunResult
 from .process import (
     PROCESS_INTERRUPT_GRACE,
@@ -43,10 +44,10 @@ def java_source(code: str) -> str:
 class OneShotExecutor(Executor):
     """A fresh process per run: nothing persists between runs (the language has no REPL)."""
 
-    def __init__(self, language: str, suffix: str, command: Argv, cwd: Path,
+    def __init__(self, language: str, command: Argv, cwd: Path,
                  prepare: Callable[[str], str] = lambda code: code) -> None:
         self.language = language
-        self.suffix = suffix
+        self.suffix = languages.suffix(language)
         self.command = command
         self.prepare = prepare
         self.cwd = cwd

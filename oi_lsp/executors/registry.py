@@ -137,11 +137,10 @@ def _create_local(language: str, cwd: Path, kernel_name: str, keep: bool = False
     if lang.name == "java":
         # `java File.java` compiles in memory and runs (JDK 11+); javac says a JDK is there.
         java = str(Path(program).with_name("java"))
-        return oneshot.OneShotExecutor("java", ".java", lambda path: [java, str(path)], cwd,
+        return oneshot.OneShotExecutor("java", lambda path: [java, str(path)], cwd,
                                        oneshot.java_source)
     if lang.name == "applescript":
-        return oneshot.OneShotExecutor("applescript", ".applescript",
-                                       lambda path: [program, str(path)], cwd)
+        return oneshot.OneShotExecutor("applescript", lambda path: [program, str(path)], cwd)
     spec = {"javascript": repl.node_spec, "ruby": repl.ruby_spec, "r": repl.r_spec,
             "powershell": repl.pwsh_spec}.get(lang.name)
     return repl.ReplExecutor(spec(program) if spec else repl.shell_spec(lang.name, program), cwd)

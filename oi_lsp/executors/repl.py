@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from .. import languages
 from . import active_line
 from .base import Chunk, Emit, Executor, RunResult
 from .process import (
@@ -57,11 +58,15 @@ class ReplSpec:
 
     language: str
     argv: tuple[str, ...]
-    suffix: str
     command: Callable[[str, str], str]
     channel: str = "fd"
     setup: str = ""
     line_command: Callable[[str, str, str], str] | None = None  # (file, token, line token)
+
+    @property
+    def suffix(self) -> str:
+        """Of the file a run's code goes to."""
+        return languages.suffix(self.language)
 
 
 def _q(path: str) -> str:
@@ -200,29 +205,29 @@ def shell_spec(language: str, program: str) -> ReplSpec:
     """bash, zsh, sh-like shells and fish: a non-interactive shell reading commands."""
     name = Path(program).name
     if name == "fish":
-        return ReplSpec(language, (program, "--no-config"), ".fish", _fish_command, "stdin")
+        return ReplSpec(language, (program, "--no-config"), _fish_command, "stdin")
     argv: tuple[str, ...] = (program, "--noprofile", "--norc") if name == "bash" else (
         (program, "-f") if name == "zsh" else (program,))
-    return ReplSpec(language, argv, ".sh", _posix_command, "stdin", _POSIX_SETUP,
+    return ReplSpec(language, argv, _posix_command, "stdin", _POSIX_SETUP,
                     _bash_line_command if name == "bash" else None)
 
 
 def node_spec(program: str) -> ReplSpec:
-    return ReplSpec("javascript", (program, "-e", _NODE_DRIVER), ".js", _json_command)
+    return ReplSpec("javascript", (program, "-e", _NODE_DRIVER), _json_command)
 
 
 def ruby_spec(program: str) -> ReplSpec:
-    return ReplSpec("ruby", (program, "-e", _RUBY_DRIVER), ".rb", _tab_command)
+    return ReplSpec("ruby", (program, "-e", _RUBY_DRIVER), _tab_command)
 
 
 def r_spec(program: str) -> ReplSpec:
     return ReplSpec("r", (program, "--quiet", "--no-save", "--no-restore", "--no-echo", "-e",
-                          _R_DRIVER), ".R", _tab_command)
+                          _R_DRIVER), _tab_command)
 
 
 def pwsh_spec(program: str) -> ReplSpec:
     return ReplSpec("powershell", (program, "-NoLogo", "-NoProfile", "-NonInteractive",
-                                   "-Command", "-"), ".ps1", _pwsh_command, "stdin")
+                                   "-Command", "-"), _pwsh_command, "stdin")
 
 
 class ReplExecutor(Executor):
