@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Literal
 
 from ..protocol import RunStatus
@@ -28,6 +30,13 @@ def prefix_overlap(text: str, marker: str) -> int:
         if marker.startswith(text[-size:]):
             return size
     return 0
+
+
+@functools.cache
+def driver(name: str) -> str:
+    """The source of a REPL driver, a file of drivers/ (package data): code in the REPL's own
+    language, read once."""
+    return resources.files(__package__).joinpath("drivers", name).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ import psutil
 
 from .. import languages
 from . import active_line
-from .base import Chunk, Emit, Executor, RunResult
+from .base import Chunk, Emit, Executor, RunResult, driver
 from .process import (
     PROCESS_INTERRUPT_GRACE,
     PROCESS_REINTERRUPT,
@@ -98,92 +98,6 @@ def _fish_command(path: str, token: str) -> str:
 
 _POSIX_SETUP = "trap 'return 130 2>/dev/null' INT\n"
 
-_NODE_DRIVER = r"""
-const fs = require('fs'), vm = require('vm'), util = require('util'), rl = require('readline');
-globalThis.require = require;
-let current = null;
-function finish(token, status) {
-  if (current !== token) return;
-  current = null;
-  process.stdout.write('__oi_end_' + token + '__' + status + '\n');
-}
-function fail(err) {
-  process.stderr.write((err && err.stack) ? err.stack + '\n' : String(err) + '\n');
-  if (current) finish(current, 1);
-}
-process.on('SIGINT', () => { if (current) { process.stderr.write('Interrupted\n');
-                                            finish(current, 130); } });
-process.on('uncaughtException', fail);
-process.on('unhandledRejection', fail);
-const input = rl.createInterface({input: fs.createReadStream(null, {fd: +process.env.OI_CMD_FD})});
-input.on('line', async (line) => {
-  const {file, token} = JSON.parse(line);
-  current = token;
-  process.stdout.write('__oi_begin_' + token + '\n');
-  try {
-    let value = vm.runInThisContext(fs.readFileSync(file, 'utf8'), {filename: 'code'});
-    if (value && typeof value.then === 'function') value = await value;
-    if (value !== undefined) process.stdout.write(util.inspect(value) + '\n');
-    finish(token, 0);
-  } catch (err) { if (current === token) fail(err); }
-});
-input.on('close', () => process.exit(0));
-"""
-
-_RUBY_DRIVER = r"""
-$stdout.sync = true
-$stderr.sync = true
-commands = IO.new(ENV['OI_CMD_FD'].to_i)
-scope = TOPLEVEL_BINDING
-loop do
-  begin
-    line = commands.gets
-    break if line.nil?
-    file, token = line.chomp.split("\t", 2)
-    $stdout.write("__oi_begin_#{token}\n")
-    status = 0
-    begin
-      eval(File.read(file), scope, 'code', 1)
-    rescue Interrupt
-      $stderr.puts 'Interrupted'
-      status = 130
-    rescue SystemExit
-      raise
-    rescue Exception => e
-      $stderr.puts "#{e.class}: #{e.message}"
-      $stderr.puts e.backtrace.reject { |l| l.include?('-e:') }.first(10)
-      status = 1
-    end
-    $stdout.write("__oi_end_#{token}__#{status}\n")
-  rescue Interrupt
-    # A late interrupt between runs: nothing is running, keep serving.
-  end
-end
-"""
-
-_R_DRIVER = r"""
-local({
-  commands <- file(paste0("/dev/fd/", Sys.getenv("OI_CMD_FD")), open = "r")
-  repeat {
-    line <- tryCatch(readLines(commands, n = 1), interrupt = function(e) character(0))
-    if (length(line) == 0) { if (isOpen(commands)) next else quit(save = "no") }
-    parts <- strsplit(line, "\t", fixed = TRUE)[[1]]
-    cat(sprintf("__oi_begin_%s\n", parts[2])); flush(stdout())
-    status <- tryCatch({
-      withCallingHandlers(
-        source(parts[1], local = globalenv(), echo = FALSE, print.eval = TRUE),
-        warning = function(w) {
-          message("Warning: ", conditionMessage(w)); invokeRestart("muffleWarning") })
-      0L
-    }, interrupt = function(e) { message("Interrupted"); 130L },
-       error = function(e) { message("Error: ", conditionMessage(e)); 1L })
-    cat(sprintf("__oi_end_%s__%d\n", parts[2], status))
-    flush(stdout())
-  }
-})
-"""
-
-
 def _json_command(path: str, token: str) -> str:
     return json.dumps({"file": path, "token": token}) + "\n"
 
@@ -213,16 +127,16 @@ def shell_spec(language: str, program: str) -> ReplSpec:
 
 
 def node_spec(program: str) -> ReplSpec:
-    return ReplSpec("javascript", (program, "-e", _NODE_DRIVER), _json_command)
+    return ReplSpec("javascript", (program, "-e", driver("node.js")), _json_command)
 
 
 def ruby_spec(program: str) -> ReplSpec:
-    return ReplSpec("ruby", (program, "-e", _RUBY_DRIVER), _tab_command)
+    return ReplSpec("ruby", (program, "-e", driver("ruby.rb")), _tab_command)
 
 
 def r_spec(program: str) -> ReplSpec:
     return ReplSpec("r", (program, "--quiet", "--no-save", "--no-restore", "--no-echo", "-e",
-                          _R_DRIVER), _tab_command)
+                          driver("r.R")), _tab_command)
 
 
 def pwsh_spec(program: str) -> ReplSpec:
