@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import ssl
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 from ...files import atomic_write, data_dir, digest
 from ..base import Chunk, Emit, Executor, RunResult
 from ..jupyter.messages import Cell, settle
+from ..kernelspecs import SPECS_TTL, TtlCache, by_language
 from .config import GatewayConfig
 
 log = logging.getLogger(__name__)
@@ -433,29 +433,20 @@ def _client(config: GatewayConfig) -> httpx.AsyncClient:
                              trust_env=True)
 
 
-_SPECS_TTL = 30.0
-_specs: dict[str, tuple[float, dict[str, str]]] = {}  # gateway URL -> (read at, its kernels)
+_remote: TtlCache[str, dict[str, str]] = TtlCache(SPECS_TTL)  # by the gateway's URL
 
 
-async def kernel_languages(config: GatewayConfig,
-                           canonical: Callable[[str], str]) -> dict[str, str]:
-    """The gateway's kernelspecs by language (canonical name) -> kernelspec name, read at
-    most every 30 s. Raises GatewayError when the gateway cannot be asked."""
-    now = time.monotonic()
-    cached = _specs.get(config.url)
-    if cached is not None and now - cached[0] < _SPECS_TTL:
-        return cached[1]
-    async with _client(config) as http:
-        body = (await _call(http, config, "GET", "/api/kernelspecs")).json()
-    found: dict[str, str] = {}
-    specs = body.get("kernelspecs") if isinstance(body, dict) else None
-    for name, entry in sorted((specs or {}).items()):
-        spec = entry.get("spec") if isinstance(entry, dict) else None
-        language = str((spec or {}).get("language", "")).strip().lower()
-        if language:
-            found.setdefault(canonical(language), str(name))
-    _specs[config.url] = (now, found)
-    return found
+async def remote_kernelspecs(config: GatewayConfig) -> dict[str, str]:
+    """The gateway's kernelspecs: canonical language -> kernel name. Raises GatewayError when
+    the gateway cannot be asked."""
+
+    async def read() -> dict[str, str]:
+        async with _client(config) as http:
+            body = (await _call(http, config, "GET", "/api/kernelspecs")).json()
+        specs = body.get("kernelspecs") if isinstance(body, dict) else None
+        return by_language(specs or {})
+
+    return await _remote.get_async(config.url, read)
 
 
 class GatewayOrLocal(Executor):
@@ -465,20 +456,19 @@ class GatewayOrLocal(Executor):
     never a silent local run of code meant for the remote machine."""
 
     def __init__(self, language: str, cwd: Path, config: GatewayConfig,
-                 local: Callable[[], Executor], canonical: Callable[[str], str]) -> None:
+                 local: Callable[[], Executor]) -> None:
         self.language = language
         self.cwd = cwd
         # kernelGateway.kernelName names the Python kernelspec, not this language's
         self.config = dataclasses.replace(config, kernel_name=None)
         self._local = local
-        self._canonical = canonical
         self.inner: Executor | None = None
         self._choosing = asyncio.Lock()
 
     async def _choose(self) -> Executor:
         async with self._choosing:
             if self.inner is None:
-                kernels = await kernel_languages(self.config, self._canonical)
+                kernels = await remote_kernelspecs(self.config)
                 kernel = kernels.get(self.language)
                 self.inner = (GatewayKernelExecutor(self.language, kernel, self.cwd, self.config)
                               if kernel is not None else self._local())
@@ -512,6 +502,5 @@ class GatewayOrLocal(Executor):
 
 
 def remote_or_local(language: str, cwd: Path, config: GatewayConfig,
-                    local: Callable[[], Executor],
-                    canonical: Callable[[str], str]) -> GatewayOrLocal:
-    return GatewayOrLocal(language, cwd, config, local, canonical)
+                    local: Callable[[], Executor]) -> GatewayOrLocal:
+    return GatewayOrLocal(language, cwd, config, local)
