@@ -26,15 +26,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from ...files import atomic_write, data_dir, digest
-from ..base import Chunk, Emit, Executor, RunResult
-from ..jupyter.messages import Cell, settle
+from ..base import Emit, Executor, RunResult
+from ..jupyter.messages import Cell, Gone, Notice, collect, settle
 from ..kernelspecs import SPECS_TTL, TtlCache, by_language
 from .config import GatewayConfig
 
 log = logging.getLogger(__name__)
 
-# How often a quiet run checks that the kernel is still reachable (as kernel.py does).
-_LIVENESS_INTERVAL = 1.0
 # A dropped WebSocket is reopened this many times, waiting this long before each try
 # (about 7.5 s in all): long enough for a network blip, short enough to report a dead gateway.
 _RECONNECT_DELAYS = (0.25, 0.5, 1.0, 2.0, 3.75)
@@ -66,7 +64,7 @@ class GatewayKernelExecutor(Executor):
         self.state_path = state_dir / f"{digest(str(cwd), language)}.json"
         self.kernel_id: str | None = None
         self.reattached = False  # the last start found the saved kernel alive
-        self._notice: str | None = None  # for the next run: its kernel is a new one
+        self._notice = Notice()
         self._session = Session(key=b"", username="oi-lsp")
         self._http: httpx.AsyncClient | None = None
         self._ws: ClientConnection | None = None
@@ -106,8 +104,7 @@ class GatewayKernelExecutor(Executor):
             self.kernel_id = str(reply.json()["id"])
             self._save_state()
             if previous is not None:
-                self._notice = (f"[the kernel on {cfg.host} was gone; started a new one, "
-                                "earlier variables are gone]\n")
+                self._notice.replaced(f"the kernel on {cfg.host} was gone")
         await self._connect()
         self._reader = asyncio.create_task(self._read())
         await self._wait_ready()
@@ -157,9 +154,7 @@ class GatewayKernelExecutor(Executor):
     async def run(self, code: str, emit: Emit) -> RunResult:
         await self.start()
         async with self._lock:
-            if self._notice is not None:
-                emit(Chunk("console", "output", self._notice))
-                self._notice = None
+            self._notice.tell(emit)
             cell = Cell()
             msg = self._session.msg("execute_request", {
                 "code": code, "silent": False, "store_history": True, "user_expressions": {},
@@ -168,34 +163,25 @@ class GatewayKernelExecutor(Executor):
             self._routes[msg_id] = cell.queue
             try:
                 await self._send("shell", msg)
-                return await self._collect(cell, emit)
+                return await collect(cell, emit, self._quiet, self._notified)
             except asyncio.CancelledError:
                 await self._settle(cell)
                 raise
             finally:
                 del self._routes[msg_id]
 
-    async def _collect(self, cell: Cell, emit: Emit) -> RunResult:
-        while not cell.done:
-            try:
-                async with asyncio.timeout(_LIVENESS_INTERVAL):
-                    channel, msg = await cell.next()
-            except TimeoutError:
-                if self._lost is not None:
-                    emit(Chunk("console", "output", f"\n[{self._lost}]\n"))
-                    return RunResult("error", self._lost)
-                continue
-            if channel == "lost":
-                reason = self._lost or "lost the kernel"
-                emit(Chunk("console", "output", f"\n[{reason}]\n"))
-                return RunResult("error", reason)
-            if channel == "died":
-                emit(Chunk("console", "output", "\n[the kernel died during this run; the "
-                           "gateway restarted it, earlier variables are gone]\n"))
-                return RunResult("error", "the kernel died")
-            if channel == "iopub":
-                cell.output(msg, emit)
-        return cell.result()
+    async def _quiet(self) -> Gone | None:
+        """A run heard nothing for a while: the reader tells when the gateway is lost."""
+        return Gone(self._lost) if self._lost is not None else None
+
+    def _notified(self, channel: str) -> Gone | None:
+        """The reader's own messages to the runs (see _read and _route)."""
+        if channel == "lost":
+            return Gone(self._lost or "lost the kernel")
+        if channel == "died":
+            return Gone("the kernel died", "the kernel died during this run; the gateway "
+                        "restarted it, earlier variables are gone")
+        return None
 
     async def _settle(self, cell: Cell) -> None:
         """After a cancelled run: the shared Jupyter settle, with interrupt and restart through
