@@ -81,13 +81,14 @@ def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
     Python runs there, and so does any language the gateway has a kernel for."""
     lang = LANGUAGES.get(language)
     if options.gateway is not None and (lang is None or lang.kind != "display"):
-        from .gateway import executor as gateway  # lazy: httpx and websockets only for remote
+        # lazy: httpx and websockets only for a workspace that uses a gateway
+        from .gateway.executor import GatewayKernelExecutor
+        from .gateway.routing import remote_or_local
 
         if language == "python":
-            return gateway.GatewayKernelExecutor(language, options.kernel_name, cwd,
-                                                 options.gateway)
-        return gateway.remote_or_local(language, cwd, options.gateway,
-                                       lambda: _create_local(language, cwd, options.kernel_name))
+            return GatewayKernelExecutor(language, options.kernel_name, cwd, options.gateway)
+        return remote_or_local(language, cwd, options.gateway,
+                               lambda: _create_local(language, cwd, options.kernel_name))
     return _create_local(language, cwd, options.kernel_name, keep=options.keep_kernel)
 
 
@@ -96,11 +97,11 @@ async def remote_kernels(options: ReplOptions) -> dict[str, str]:
     empty without a gateway, or when it cannot be asked now (logged)."""
     if options.gateway is None:
         return {}
-    from .gateway import executor as gateway
+    from .gateway.client import GatewayError, remote_kernelspecs
 
     try:
-        return await gateway.remote_kernelspecs(options.gateway)
-    except gateway.GatewayError as exc:
+        return await remote_kernelspecs(options.gateway)
+    except GatewayError as exc:
         log.warning("%s", exc)
         return {}
 
