@@ -9,7 +9,7 @@ SAMPLE_INTERVAL at the running thread's stack and writes the line of the cell th
 when it changed. The code runs unchanged (tracebacks keep their line numbers) and costs a
 wake-up per interval instead of a write per statement (the thread sleeps between cells); a
 line faster than the interval may not be reported, which a highlight would not show anyway.
-Shells use a DEBUG trap (see repl.py), one marker per simple command.
+bash uses a DEBUG trap (see repl.py), one marker per simple command.
 """
 
 from __future__ import annotations

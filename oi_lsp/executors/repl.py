@@ -40,6 +40,7 @@ from .stopping import interrupt_until_ended
 
 log = logging.getLogger(__name__)
 
+# Spelled out in drivers/ too (node.js, ruby.rb, r.R): change them together.
 MARKER_PREFIX = "__oi_end_"
 BEGIN_PREFIX = "__oi_begin_"  # + token: the REPL took the run (see ReplExecutor.run)
 
@@ -97,6 +98,7 @@ def _fish_command(path: str, token: str) -> str:
 
 
 _POSIX_SETUP = "trap 'return 130 2>/dev/null' INT\n"
+
 
 def _json_command(path: str, token: str) -> str:
     return json.dumps({"file": path, "token": token}) + "\n"

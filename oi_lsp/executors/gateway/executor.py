@@ -25,14 +25,12 @@ log = logging.getLogger(__name__)
 class GatewayKernelExecutor(Executor):
     """One kernel on the gateway, for one workspace folder and language."""
 
-    def __init__(self, language: str, kernel_name: str, cwd: Path, config: GatewayConfig,
-                 state_dir: Path | None = None) -> None:
+    def __init__(self, language: str, kernel_name: str, cwd: Path, config: GatewayConfig) -> None:
         self.language = language
         self.kernel_name = config.kernel_name or kernel_name
         self.cwd = cwd
         self.config = config
-        state_dir = state_dir or data_dir() / "gateway"
-        self.state_path = state_dir / f"{digest(str(cwd), language)}.json"
+        self.state_path = data_dir() / "gateway" / f"{digest(str(cwd), language)}.json"
         self.kernel_id: str | None = None
         self.reattached = False  # the last start found the saved kernel alive
         self._notice = Notice()

@@ -18,7 +18,7 @@ from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult
 from ..process import kill_members, no_input, run_start
 from . import records
-from .messages import Cell, Gone, Notice, NotTaken, collect, settle
+from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class KernelExecutor(Executor):
         self._kc: Any = None
         self._ready: asyncio.Task[None] | None = None
         self._readers: list[asyncio.Task[None]] = []
-        self._routes: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = {}
+        self._routes: dict[str, asyncio.Queue[Message]] = {}  # request msg_id -> its queue
         self._lock = asyncio.Lock()
         self._line_token = active_line.new_token()
         self._line_on = False  # whether the kernel reports active lines now
@@ -151,7 +151,7 @@ class KernelExecutor(Executor):
         connection = (dict(self._km.get_connection_info()) if self._km is not None
                       else self._adopted.connection if self._adopted is not None else {})
         record = records.new(self.cwd, self.language, self.kernel_name, pid, self.keep,
-                                   connection)
+                             connection)
         if self._adopted is not None:
             self._adopted = record
         await asyncio.to_thread(records.save, record, self.record_path)
