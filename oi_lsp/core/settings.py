@@ -117,7 +117,7 @@ def env_layer(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         if environ.get(var):
             layer[key] = environ[var]
     if environ.get("OI_KERNEL_GATEWAY_URL"):
-        # The token alone (without the URL) is also read by executors/gateway.py.
+        # The token alone (without the URL) is also read by executors/gateway/config.py.
         layer["kernelGateway"] = {"url": environ["OI_KERNEL_GATEWAY_URL"]}
         if environ.get("OI_KERNEL_GATEWAY_TOKEN"):
             layer["kernelGateway"]["token"] = environ["OI_KERNEL_GATEWAY_TOKEN"]

@@ -9,14 +9,14 @@ SAMPLE_INTERVAL at the running thread's stack and writes the line of the cell th
 when it changed. The code runs unchanged (tracebacks keep their line numbers) and costs a
 wake-up per interval instead of a write per statement (the thread sleeps between cells); a
 line faster than the interval may not be reported, which a highlight would not show anyway.
-Shells use a DEBUG trap (see repl.py), one marker per simple command.
+bash uses a DEBUG trap (see repl.py), one marker per simple command.
 """
 
 from __future__ import annotations
 
 import secrets
 
-from .base import Chunk, Emit
+from .base import Chunk, Emit, driver, prefix_overlap
 
 SAMPLE_INTERVAL = 0.05
 _MAX_MARKER = 64  # an opened marker longer than this is program output after all
@@ -31,62 +31,19 @@ def marker(token: str) -> str:
     return f"\x02{token}:"
 
 
-# Run silently in the kernel (its own namespace: nothing lands in the user's). Installs, once
-# per kernel, pre/post_run_cell hooks that wake and park the sampling thread, and sets
-# whether they do anything. The stream is the kernel's own stdout, taken at install time, so a
-# cell that redirects sys.stdout does not get markers in its buffer.
-_PYTHON_SETUP = r"""
-import sys, threading, time
-ip = get_ipython()
-state = getattr(ip, "_oi_active_line", None)
-if state is None:
-    state = ip._oi_active_line = {"on": False, "ident": None, "last": None}
-    lock, running = threading.Lock(), threading.Event()
-    out = sys.stdout
-    cells = getattr(ip.compile, "_filename_map", {})
-
-    def sample():
-        while True:
-            running.wait()  # nothing to do, and no cost, between cells
-            time.sleep(state["interval"])
-            with lock:  # post_run_cell waits for a write in progress: none lands after it
-                ident = state["ident"]
-                frame = sys._current_frames().get(ident) if ident is not None else None
-                line = None
-                while frame is not None:  # the outermost frame of a cell is the running cell
-                    if frame.f_code.co_filename in cells:
-                        line = frame.f_lineno
-                    frame = frame.f_back
-                if line is not None and line != state["last"]:
-                    state["last"] = line
-                    out.write("\x02%s:%d\x03" % (state["token"], line))
-                    out.flush()
-
-    def pre_run_cell(info):
-        if state["on"]:
-            with lock:
-                state["ident"], state["last"] = threading.get_ident(), None
-            running.set()
-            if "thread" not in state:
-                state["thread"] = threading.Thread(target=sample, name="oi-active-line",
-                                                   daemon=True)
-                state["thread"].start()
-
-    def post_run_cell(result):
-        running.clear()
-        with lock:
-            state["ident"] = None
-
-    ip.events.register("pre_run_cell", pre_run_cell)
-    ip.events.register("post_run_cell", post_run_cell)
-"""
+# The attribute of IPython's compiler (ip.compile, a CachingCompiler) that maps the file name
+# of every cell it compiled to the cell's number. Private to IPython: tests/test_ipython_compat.py
+# fails when an IPython release renames it (the sampler would then report no line at all).
+CELL_FILENAMES = "_filename_map"
 
 
 def python_setup(on: bool, token: str) -> str:
-    """Kernel code that turns active-line reports on or off for the next cells."""
-    body = (_PYTHON_SETUP + f'state["on"], state["token"], state["interval"] = '
+    """Kernel code that turns active-line reports on or off for the next cells: the sampler
+    (drivers/ipython_active_line.py), run in a namespace of its own, none of it in the user's."""
+    body = (driver("ipython_active_line.py") + f'state["on"], state["token"], state["interval"] = '
             f"{on!r}, {token!r}, {SAMPLE_INTERVAL!r}\n")
-    return f"exec({body!r}, {{'get_ipython': get_ipython}})"
+    return (f"exec({body!r}, {{'get_ipython': get_ipython, "
+            f"'CELL_FILENAMES': {CELL_FILENAMES!r}}})")
 
 
 class LineFilter:
@@ -122,7 +79,7 @@ class LineFilter:
                 self.last = number
                 self.emit(Chunk("console", "active_line", number))
             text = text[end + 1:]
-        keep = _prefix_overlap(text, self.start)
+        keep = prefix_overlap(text, self.start)
         self._text(text[:len(text) - keep])
         self.held = text[len(text) - keep:]
 
@@ -134,10 +91,3 @@ class LineFilter:
         if text:
             self.emit(Chunk("console", "output", text))
 
-
-def _prefix_overlap(text: str, start: str) -> int:
-    """Length of the longest end of `text` that is a start of `start`."""
-    for size in range(min(len(text), len(start) - 1), 0, -1):
-        if start.startswith(text[-size:]):
-            return size
-    return 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from typing import Literal
 
 from ..protocol import RunStatus
@@ -19,6 +21,22 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 def strip_ansi(text: str) -> str:
     """Remove terminal escapes: neither the model nor a chat buffer can use them."""
     return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def prefix_overlap(text: str, marker: str) -> int:
+    """Length of the longest end of `text` that is a start of `marker`: what a reader of a
+    stream must hold back, since the next read may complete the marker."""
+    for size in range(min(len(text), len(marker) - 1), 0, -1):
+        if marker.startswith(text[-size:]):
+            return size
+    return 0
+
+
+@functools.cache
+def driver(name: str) -> str:
+    """The source of a REPL driver, a file of drivers/ (package data): code in the REPL's own
+    language, read once."""
+    return resources.files(__package__).joinpath("drivers", name).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)

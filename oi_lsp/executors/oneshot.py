@@ -10,11 +10,20 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import languages
 from .base import Chunk, Emit, Executor, RunResult
-from .process import INTERRUPT_GRACE, REINTERRUPT, OutputReader, end_group, signal_group, spawn
+from .process import (
+    PROCESS_INTERRUPT_GRACE,
+    PROCESS_REINTERRUPT,
+    OutputReader,
+    end_group,
+    signal_group,
+    spawn,
+)
+from .stopping import interrupt_until_ended
 
-# (file) -> the command that runs it
-Command = Callable[[Path], list[str]]
+# (the file of a run) -> the argv that runs it
+Argv = Callable[[Path], list[str]]
 
 _JAVA_TYPE = re.compile(r"^\s*(?:public\s+|final\s+|abstract\s+)*(?:class|interface|record|enum)\s",
                         re.MULTILINE)
@@ -35,10 +44,10 @@ def java_source(code: str) -> str:
 class OneShotExecutor(Executor):
     """A fresh process per run: nothing persists between runs (the language has no REPL)."""
 
-    def __init__(self, language: str, suffix: str, command: Command, cwd: Path,
+    def __init__(self, language: str, command: Argv, cwd: Path,
                  prepare: Callable[[str], str] = lambda code: code) -> None:
         self.language = language
-        self.suffix = suffix
+        self.suffix = languages.suffix(language)
         self.command = command
         self.prepare = prepare
         self.cwd = cwd
@@ -69,13 +78,20 @@ class OneShotExecutor(Executor):
         return RunResult("error", f"exit status {status}", exit_code=status)
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + INTERRUPT_GRACE
-        while proc.returncode is None and loop.time() < deadline:
+        """SIGINT the group until the program exits, within the grace; then end the group
+        either way (what the program started may still run)."""
+
+        async def sigint() -> None:
             signal_group(proc.pid, signal.SIGINT)
+
+        async def exit_or(to_interrupt: float, _to_deadline: float) -> None:
+            # Not cut at the end of the grace: the last SIGINT too gets its whole interval.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(REINTERRUPT):
+                async with asyncio.timeout(to_interrupt):
                     await proc.wait()
+
+        await interrupt_until_ended(lambda: proc.returncode is not None, sigint, exit_or,
+                                    grace=PROCESS_INTERRUPT_GRACE, every=PROCESS_REINTERRUPT)
         await end_group(proc)
 
     async def interrupt(self) -> None:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import psutil
 
-from .base import Chunk, Emit, strip_ansi
+from .base import Chunk, Emit, prefix_overlap, strip_ansi
 
 # How long interrupted code may take to stop before the group gets SIGTERM, then SIGKILL;
 # SIGINT is repeated meanwhile (a signal landing between two commands is easily lost).
-INTERRUPT_GRACE = 2.0
+PROCESS_INTERRUPT_GRACE = 2.0
 TERM_GRACE = 1.0
-REINTERRUPT = 0.3
+PROCESS_REINTERRUPT = 0.3
 READ_SIZE = 65536
 
 
@@ -140,7 +140,7 @@ class OutputReader:
                     buf = buf[at + len(begin) + 1:]
                     self.begun = True
             if begin is not None and not self.begun:
-                keep = _prefix_overlap(buf, begin + "\n")
+                keep = prefix_overlap(buf, begin + "\n")
             elif (at := buf.find(marker)) >= 0:
                 newline = buf.find("\n", at)
                 if newline >= 0:
@@ -150,7 +150,7 @@ class OutputReader:
                     return int(digits) if digits.lstrip("-").isdigit() else 1
                 keep = len(buf) - at
             else:
-                keep = _prefix_overlap(buf, marker)
+                keep = prefix_overlap(buf, marker)
             _emit(emit, buf[:len(buf) - keep])
             buf = buf[len(buf) - keep:]
             data = await self.stream.read(READ_SIZE)
@@ -172,10 +172,3 @@ def _emit(emit: Emit, text: str) -> None:
     if text:
         emit(Chunk("console", "output", strip_ansi(text)))
 
-
-def _prefix_overlap(text: str, marker: str) -> int:
-    """Length of the longest end of `text` that is a start of `marker`."""
-    for size in range(min(len(text), len(marker) - 1), 0, -1):
-        if marker.startswith(text[-size:]):
-            return size
-    return 0

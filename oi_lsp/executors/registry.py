@@ -4,42 +4,35 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..languages import ALIASES, LANGUAGES, Language
 from ..protocol import LanguageInfo
-from . import oneshot, repl
+from . import kernelspecs, oneshot, repl
 from .base import Executor
 from .gateway.config import GatewayConfig
 from .jupyter.local import KernelExecutor
 
 log = logging.getLogger(__name__)
 
-_SPECS_TTL = 30.0
-_specs: tuple[float, dict[str, str]] | None = None
+_installed: kernelspecs.TtlCache[str, dict[str, str]] = kernelspecs.TtlCache(
+    kernelspecs.SPECS_TTL)
 
 
 class UnknownLanguage(LookupError):
     """A language this machine cannot run; the message says what would make it work."""
 
 
-def kernel_languages() -> dict[str, str]:
-    """Installed kernelspecs by their (lowercased) `language`: language -> kernel name.
-    Read at most every 30 s: listing them touches the disk."""
-    global _specs
-    now = time.monotonic()
-    if _specs is None or now - _specs[0] > _SPECS_TTL:
-        from jupyter_client.kernelspec import KernelSpecManager
+def installed_kernels() -> dict[str, str]:
+    """The kernelspecs installed here: canonical language -> kernel name."""
+    return _installed.get("", _read_installed)
 
-        found: dict[str, str] = {}
-        for name, entry in sorted(KernelSpecManager().get_all_specs().items()):
-            language = str(entry.get("spec", {}).get("language", "")).strip().lower()
-            if language:
-                found.setdefault(ALIASES.get(language, language), name)
-        _specs = (now, found)
-    return _specs[1]
+
+def _read_installed() -> dict[str, str]:
+    from jupyter_client.kernelspec import KernelSpecManager  # lazy: only when languages are listed
+
+    return kernelspecs.by_language(KernelSpecManager().get_all_specs())
 
 
 def _program(lang: Language) -> str | None:
@@ -47,7 +40,7 @@ def _program(lang: Language) -> str | None:
 
 
 def _available(name: str) -> bool:
-    if name in kernel_languages():
+    if name in installed_kernels():
         return True
     lang = LANGUAGES.get(name)
     if lang is None:
@@ -57,9 +50,9 @@ def _available(name: str) -> bool:
 
 def canonical(language: str) -> str:
     key = language.strip().lower()
-    name = ALIASES.get(key) or (key if key in kernel_languages() else None)
+    name = ALIASES.get(key) or (key if key in installed_kernels() else None)
     if name is None:
-        known = ", ".join(sorted(n for n in {*LANGUAGES, *kernel_languages()} if _available(n)))
+        known = ", ".join(sorted(n for n in {*LANGUAGES, *installed_kernels()} if _available(n)))
         raise UnknownLanguage(f"cannot run {language!r} here: no such language is known; "
                               f"available: {known}")
     lang = LANGUAGES.get(name)
@@ -71,13 +64,7 @@ def canonical(language: str) -> str:
 def runnable() -> set[str]:
     """Every name (aliases included) that fenced code blocks may use to ask for a run."""
     names = {alias for alias, name in ALIASES.items() if _available(name)}
-    return names | set(kernel_languages())
-
-
-def language_name(language: str) -> str:
-    """The canonical name of a kernelspec's `language` (bash -> shell), else itself."""
-    key = language.strip().lower()
-    return ALIASES.get(key, key)
+    return names | set(installed_kernels())
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +81,14 @@ def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
     Python runs there, and so does any language the gateway has a kernel for."""
     lang = LANGUAGES.get(language)
     if options.gateway is not None and (lang is None or lang.kind != "display"):
-        from .gateway import executor as gateway  # lazy: httpx and websockets only for remote
+        # lazy: httpx and websockets only for a workspace that uses a gateway
+        from .gateway.executor import GatewayKernelExecutor
+        from .gateway.routing import remote_or_local
 
         if language == "python":
-            return gateway.GatewayKernelExecutor(language, options.kernel_name, cwd,
-                                                 options.gateway)
-        return gateway.remote_or_local(language, cwd, options.gateway,
-                                       lambda: _create_local(language, cwd, options.kernel_name),
-                                       language_name)
+            return GatewayKernelExecutor(language, options.kernel_name, cwd, options.gateway)
+        return remote_or_local(language, cwd, options.gateway,
+                               lambda: _create_local(language, cwd, options.kernel_name))
     return _create_local(language, cwd, options.kernel_name, keep=options.keep_kernel)
 
 
@@ -110,11 +97,11 @@ async def remote_kernels(options: ReplOptions) -> dict[str, str]:
     empty without a gateway, or when it cannot be asked now (logged)."""
     if options.gateway is None:
         return {}
-    from .gateway import executor as gateway
+    from .gateway.client import GatewayError, remote_kernelspecs
 
     try:
-        return await gateway.kernel_languages(options.gateway, language_name)
-    except gateway.GatewayError as exc:
+        return await remote_kernelspecs(options.gateway)
+    except GatewayError as exc:
         log.warning("%s", exc)
         return {}
 
@@ -122,7 +109,7 @@ async def remote_kernels(options: ReplOptions) -> dict[str, str]:
 def _create_local(language: str, cwd: Path, kernel_name: str, keep: bool = False) -> Executor:
     if language == "python":
         return KernelExecutor("python", kernel_name, cwd, keep=keep)
-    kernel = kernel_languages().get(language)
+    kernel = installed_kernels().get(language)
     if kernel is not None:  # an installed kernel beats a subprocess REPL
         return KernelExecutor(language, kernel, cwd)
     lang = LANGUAGES.get(language)
@@ -137,11 +124,10 @@ def _create_local(language: str, cwd: Path, kernel_name: str, keep: bool = False
     if lang.name == "java":
         # `java File.java` compiles in memory and runs (JDK 11+); javac says a JDK is there.
         java = str(Path(program).with_name("java"))
-        return oneshot.OneShotExecutor("java", ".java", lambda path: [java, str(path)], cwd,
+        return oneshot.OneShotExecutor("java", lambda path: [java, str(path)], cwd,
                                        oneshot.java_source)
     if lang.name == "applescript":
-        return oneshot.OneShotExecutor("applescript", ".applescript",
-                                       lambda path: [program, str(path)], cwd)
+        return oneshot.OneShotExecutor("applescript", lambda path: [program, str(path)], cwd)
     spec = {"javascript": repl.node_spec, "ruby": repl.ruby_spec, "r": repl.r_spec,
             "powershell": repl.pwsh_spec}.get(lang.name)
     return repl.ReplExecutor(spec(program) if spec else repl.shell_spec(lang.name, program), cwd)
@@ -152,7 +138,7 @@ def _missing(lang: Language) -> str:
 
 
 def _info(lang: Language, kernel_name: str) -> LanguageInfo:
-    kernel = kernel_name if lang.name == "python" else kernel_languages().get(lang.name)
+    kernel = kernel_name if lang.name == "python" else installed_kernels().get(lang.name)
     if kernel is not None:
         return LanguageInfo(name=lang.name, aliases=list(lang.aliases), kind="kernel",
                             runner=kernel, available=True)
@@ -174,7 +160,7 @@ def describe(options: ReplOptions, remote: dict[str, str] | None = None) -> list
     gateway's kernels, from remote_kernels) say they run there, on its host."""
     infos = [_info(lang, options.kernel_name) for lang in LANGUAGES.values()]
     infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
-              for name, kernel in kernel_languages().items() if name not in LANGUAGES]
+              for name, kernel in installed_kernels().items() if name not in LANGUAGES]
     gateway = options.gateway
     if gateway is not None:
         runners = {**(remote or {}), "python": gateway.kernel_name or options.kernel_name}

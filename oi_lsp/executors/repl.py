@@ -23,11 +23,12 @@ from pathlib import Path
 
 import psutil
 
+from .. import languages
 from . import active_line
-from .base import Chunk, Emit, Executor, RunResult
+from .base import Chunk, Emit, Executor, RunResult, driver
 from .process import (
-    INTERRUPT_GRACE,
-    REINTERRUPT,
+    PROCESS_INTERRUPT_GRACE,
+    PROCESS_REINTERRUPT,
     OutputReader,
     end_group,
     kill_members,
@@ -35,9 +36,11 @@ from .process import (
     signal_group,
     spawn,
 )
+from .stopping import interrupt_until_ended
 
 log = logging.getLogger(__name__)
 
+# Spelled out in drivers/ too (node.js, ruby.rb, r.R): change them together.
 MARKER_PREFIX = "__oi_end_"
 BEGIN_PREFIX = "__oi_begin_"  # + token: the REPL took the run (see ReplExecutor.run)
 
@@ -56,11 +59,15 @@ class ReplSpec:
 
     language: str
     argv: tuple[str, ...]
-    suffix: str
     command: Callable[[str, str], str]
     channel: str = "fd"
     setup: str = ""
     line_command: Callable[[str, str, str], str] | None = None  # (file, token, line token)
+
+    @property
+    def suffix(self) -> str:
+        """Of the file a run's code goes to."""
+        return languages.suffix(self.language)
 
 
 def _q(path: str) -> str:
@@ -92,91 +99,6 @@ def _fish_command(path: str, token: str) -> str:
 
 _POSIX_SETUP = "trap 'return 130 2>/dev/null' INT\n"
 
-_NODE_DRIVER = r"""
-const fs = require('fs'), vm = require('vm'), util = require('util'), rl = require('readline');
-globalThis.require = require;
-let current = null;
-function finish(token, status) {
-  if (current !== token) return;
-  current = null;
-  process.stdout.write('__oi_end_' + token + '__' + status + '\n');
-}
-function fail(err) {
-  process.stderr.write((err && err.stack) ? err.stack + '\n' : String(err) + '\n');
-  if (current) finish(current, 1);
-}
-process.on('SIGINT', () => { if (current) { process.stderr.write('Interrupted\n');
-                                            finish(current, 130); } });
-process.on('uncaughtException', fail);
-process.on('unhandledRejection', fail);
-const input = rl.createInterface({input: fs.createReadStream(null, {fd: +process.env.OI_CMD_FD})});
-input.on('line', async (line) => {
-  const {file, token} = JSON.parse(line);
-  current = token;
-  process.stdout.write('__oi_begin_' + token + '\n');
-  try {
-    let value = vm.runInThisContext(fs.readFileSync(file, 'utf8'), {filename: 'code'});
-    if (value && typeof value.then === 'function') value = await value;
-    if (value !== undefined) process.stdout.write(util.inspect(value) + '\n');
-    finish(token, 0);
-  } catch (err) { if (current === token) fail(err); }
-});
-input.on('close', () => process.exit(0));
-"""
-
-_RUBY_DRIVER = r"""
-$stdout.sync = true
-$stderr.sync = true
-commands = IO.new(ENV['OI_CMD_FD'].to_i)
-scope = TOPLEVEL_BINDING
-loop do
-  begin
-    line = commands.gets
-    break if line.nil?
-    file, token = line.chomp.split("\t", 2)
-    $stdout.write("__oi_begin_#{token}\n")
-    status = 0
-    begin
-      eval(File.read(file), scope, 'code', 1)
-    rescue Interrupt
-      $stderr.puts 'Interrupted'
-      status = 130
-    rescue SystemExit
-      raise
-    rescue Exception => e
-      $stderr.puts "#{e.class}: #{e.message}"
-      $stderr.puts e.backtrace.reject { |l| l.include?('-e:') }.first(10)
-      status = 1
-    end
-    $stdout.write("__oi_end_#{token}__#{status}\n")
-  rescue Interrupt
-    # A late interrupt between runs: nothing is running, keep serving.
-  end
-end
-"""
-
-_R_DRIVER = r"""
-local({
-  commands <- file(paste0("/dev/fd/", Sys.getenv("OI_CMD_FD")), open = "r")
-  repeat {
-    line <- tryCatch(readLines(commands, n = 1), interrupt = function(e) character(0))
-    if (length(line) == 0) { if (isOpen(commands)) next else quit(save = "no") }
-    parts <- strsplit(line, "\t", fixed = TRUE)[[1]]
-    cat(sprintf("__oi_begin_%s\n", parts[2])); flush(stdout())
-    status <- tryCatch({
-      withCallingHandlers(
-        source(parts[1], local = globalenv(), echo = FALSE, print.eval = TRUE),
-        warning = function(w) {
-          message("Warning: ", conditionMessage(w)); invokeRestart("muffleWarning") })
-      0L
-    }, interrupt = function(e) { message("Interrupted"); 130L },
-       error = function(e) { message("Error: ", conditionMessage(e)); 1L })
-    cat(sprintf("__oi_end_%s__%d\n", parts[2], status))
-    flush(stdout())
-  }
-})
-"""
-
 
 def _json_command(path: str, token: str) -> str:
     return json.dumps({"file": path, "token": token}) + "\n"
@@ -199,29 +121,29 @@ def shell_spec(language: str, program: str) -> ReplSpec:
     """bash, zsh, sh-like shells and fish: a non-interactive shell reading commands."""
     name = Path(program).name
     if name == "fish":
-        return ReplSpec(language, (program, "--no-config"), ".fish", _fish_command, "stdin")
+        return ReplSpec(language, (program, "--no-config"), _fish_command, "stdin")
     argv: tuple[str, ...] = (program, "--noprofile", "--norc") if name == "bash" else (
         (program, "-f") if name == "zsh" else (program,))
-    return ReplSpec(language, argv, ".sh", _posix_command, "stdin", _POSIX_SETUP,
+    return ReplSpec(language, argv, _posix_command, "stdin", _POSIX_SETUP,
                     _bash_line_command if name == "bash" else None)
 
 
 def node_spec(program: str) -> ReplSpec:
-    return ReplSpec("javascript", (program, "-e", _NODE_DRIVER), ".js", _json_command)
+    return ReplSpec("javascript", (program, "-e", driver("node.js")), _json_command)
 
 
 def ruby_spec(program: str) -> ReplSpec:
-    return ReplSpec("ruby", (program, "-e", _RUBY_DRIVER), ".rb", _tab_command)
+    return ReplSpec("ruby", (program, "-e", driver("ruby.rb")), _tab_command)
 
 
 def r_spec(program: str) -> ReplSpec:
     return ReplSpec("r", (program, "--quiet", "--no-save", "--no-restore", "--no-echo", "-e",
-                          _R_DRIVER), ".R", _tab_command)
+                          driver("r.R")), _tab_command)
 
 
 def pwsh_spec(program: str) -> ReplSpec:
     return ReplSpec("powershell", (program, "-NoLogo", "-NoProfile", "-NonInteractive",
-                                   "-Command", "-"), ".ps1", _pwsh_command, "stdin")
+                                   "-Command", "-"), _pwsh_command, "stdin")
 
 
 class ReplExecutor(Executor):
@@ -400,7 +322,7 @@ class ReplExecutor(Executor):
         """The output ended without a marker: the REPL exited during the run."""
         assert self._proc is not None
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(INTERRUPT_GRACE):
+            async with asyncio.timeout(PROCESS_INTERRUPT_GRACE):
                 await self._proc.wait()
         why = _exit_text(self._proc.returncode)
         emit(Chunk("console", "output", f"\n[the {self.name} REPL exited during this run "
@@ -416,12 +338,16 @@ class ReplExecutor(Executor):
         proc, reader = self._proc, self._reader
         assert proc is not None and reader is not None
         wait = asyncio.create_task(reader.until_marker(marker, emit, begin))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + INTERRUPT_GRACE
+
+        async def sigint() -> None:
+            signal_group(proc.pid, signal.SIGINT)
+
+        async def marker_or(to_interrupt: float, to_deadline: float) -> None:
+            await asyncio.wait([wait], timeout=min(to_interrupt, to_deadline))
+
         try:
-            while not wait.done() and loop.time() < deadline:
-                signal_group(proc.pid, signal.SIGINT)
-                await asyncio.wait([wait], timeout=min(REINTERRUPT, deadline - loop.time()))
+            await interrupt_until_ended(wait.done, sigint, marker_or,
+                                        grace=PROCESS_INTERRUPT_GRACE, every=PROCESS_REINTERRUPT)
         finally:
             if not wait.done():
                 wait.cancel()

@@ -18,12 +18,10 @@ from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult
 from ..process import kill_members, no_input, run_start
 from . import records
-from .messages import Cell, settle
+from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
 
 log = logging.getLogger(__name__)
 
-# How often a run that hears nothing checks that the kernel process is still there.
-_LIVENESS_INTERVAL = 1.0
 _REATTACH_TIMEOUT = 10.0
 # One sweep of kernels left by dead servers per event loop (so per server), before any start.
 _sweeps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[int]] = (
@@ -55,12 +53,12 @@ class KernelExecutor(Executor):
         self.record_path = records.path_for(cwd, language)
         self._recording = True  # False when another live server has this folder's record
         self._adopted: records.KernelRecord | None = None  # started by an earlier server
-        self._notice: str | None = None  # for the next run: its kernel is a new one
+        self._notice = Notice()
         self._km: AsyncKernelManager | None = None
         self._kc: Any = None
         self._ready: asyncio.Task[None] | None = None
         self._readers: list[asyncio.Task[None]] = []
-        self._routes: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = {}
+        self._routes: dict[str, asyncio.Queue[Message]] = {}  # request msg_id -> its queue
         self._lock = asyncio.Lock()
         self._line_token = active_line.new_token()
         self._line_on = False  # whether the kernel reports active lines now
@@ -90,8 +88,7 @@ class KernelExecutor(Executor):
                 return
             else:
                 if record.keep and not record.kernel_alive():
-                    self._notice = ("[the kernel kept from the last session is gone; started "
-                                    "a new one, earlier variables are gone]\n")
+                    self._notice.replaced("the kernel kept from the last session is gone")
                 await asyncio.to_thread(records.kill, record)
         await self._launch()
         self._start_readers()
@@ -154,7 +151,7 @@ class KernelExecutor(Executor):
         connection = (dict(self._km.get_connection_info()) if self._km is not None
                       else self._adopted.connection if self._adopted is not None else {})
         record = records.new(self.cwd, self.language, self.kernel_name, pid, self.keep,
-                                   connection)
+                             connection)
         if self._adopted is not None:
             self._adopted = record
         await asyncio.to_thread(records.save, record, self.record_path)
@@ -252,9 +249,7 @@ class KernelExecutor(Executor):
         await self.start()
         async with self._lock:
             lines = active_line.LineFilter(emit, self._line_token)
-            if self._notice is not None:
-                emit(Chunk("console", "output", self._notice))
-                self._notice = None
+            self._notice.tell(emit)
             try:
                 # A kernel killed since the last run may still look alive until it is reaped:
                 # when it dies before taking the cell, start a new one and send the cell again.
@@ -282,7 +277,9 @@ class KernelExecutor(Executor):
         self._routes[msg_id] = cell.queue
         since = run_start()
         try:
-            return await self._collect(cell, emit)
+            return await collect(cell, emit, lambda: self._quiet(cell))
+        except NotTaken:
+            return None
         except asyncio.CancelledError:
             await settle(cell, self.interrupt, self._restart_unresponsive)
             # The interrupt reached the whole process group, but what ignores SIGINT
@@ -307,21 +304,13 @@ class KernelExecutor(Executor):
         if cell.reply is not None and cell.reply.get("status") != "ok":
             log.warning("kernel setup code failed: %s", cell.reply.get("evalue"))
 
-    async def _collect(self, cell: Cell, emit: Emit) -> RunResult | None:
-        while not cell.done:
-            try:
-                async with asyncio.timeout(_LIVENESS_INTERVAL):
-                    channel, msg = await cell.next()
-            except TimeoutError:
-                if not await self.is_alive():
-                    if not cell.busy:
-                        return None
-                    emit(Chunk("console", "output", "\n[the kernel died during this run]\n"))
-                    return RunResult("error", "the kernel died")
-                continue
-            if channel == "iopub":
-                cell.output(msg, emit)
-        return cell.result()
+    async def _quiet(self, cell: Cell) -> Gone | None:
+        """A run heard nothing for a while: is its kernel still there?"""
+        if await self.is_alive():
+            return None
+        if not cell.busy:
+            raise NotTaken
+        return Gone("the kernel died", "the kernel died during this run")
 
     async def _restart_unresponsive(self) -> None:
         log.warning("kernel ignored the interrupt; restarting it")

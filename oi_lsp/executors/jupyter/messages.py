@@ -1,19 +1,24 @@
 """The Jupyter messaging protocol as both kernel executors (local and gateway) use it: one
-execute request's messages, what they mean for the chat, and how to stop it cleanly."""
+execute request's messages, what they mean for the chat, how to wait for them while watching
+that the kernel is still there, and how to stop it cleanly."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..base import Chunk, Emit, RunResult, strip_ansi
+from ..stopping import interrupt_until_ended
 
 # How long an interrupted cell may take to answer before the kernel is restarted instead,
 # and how often the interrupt is repeated meanwhile (code may catch KeyboardInterrupt).
-INTERRUPT_GRACE = 5.0
-REINTERRUPT = 0.5
+KERNEL_INTERRUPT_GRACE = 5.0
+KERNEL_REINTERRUPT = 0.5
+# How often a run that hears nothing checks that its kernel is still there.
+LIVENESS_INTERVAL = 1.0
 
 _PLACEHOLDER_PREFIX = "<IPython.core.display."
 
@@ -69,6 +74,58 @@ class Cell:
         return RunResult("error", self.error or f"{reply.get('ename')}: {reply.get('evalue')}")
 
 
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """Why a cell will get no reply: `error` is the run's, `said` (if other) what its output
+    says."""
+
+    error: str
+    said: str | None = None
+
+
+class NotTaken(Exception):
+    """The kernel died before it took the cell: none of it ran, it may be sent again."""
+
+
+async def collect(cell: Cell, emit: Emit, quiet: Callable[[], Awaitable[Gone | None]],
+                  other: Callable[[str], Gone | None] = lambda channel: None) -> RunResult:
+    """Emit the cell's output until its reply; the run's result. Whenever nothing came for
+    LIVENESS_INTERVAL, `quiet()` checks the kernel, and a message on a channel other than
+    iopub goes to `other` (the gateway client's own notices): a Gone from either ends the
+    run. `quiet` may raise NotTaken."""
+    while not cell.done:
+        try:
+            async with asyncio.timeout(LIVENESS_INTERVAL):
+                channel, msg = await cell.next()
+        except TimeoutError:
+            gone = await quiet()
+        else:
+            if channel == "iopub":
+                cell.output(msg, emit)
+                continue
+            gone = other(channel)
+        if gone is not None:
+            emit(Chunk("console", "output", f"\n[{gone.said or gone.error}]\n"))
+            return RunResult("error", gone.error)
+    return cell.result()
+
+
+class Notice:
+    """Told at the start of the next run: its kernel is a new one, earlier state is gone."""
+
+    def __init__(self) -> None:
+        self._text: str | None = None
+
+    def replaced(self, what: str) -> None:
+        """`what` happened to the kernel (it is gone), and a new one was started."""
+        self._text = f"[{what}; started a new one, earlier variables are gone]\n"
+
+    def tell(self, emit: Emit) -> None:
+        if self._text is not None:
+            emit(Chunk("console", "output", self._text))
+            self._text = None
+
+
 async def settle(cell: Cell, interrupt: Callable[[], Awaitable[None]],
                  restart: Callable[[], Awaitable[None]],
                  gone: Callable[[], bool] = lambda: False) -> None:
@@ -80,20 +137,18 @@ async def settle(cell: Cell, interrupt: Callable[[], Awaitable[None]],
     come back is restarted (its state is lost). `gone` ends the wait when the kernel can no
     longer answer at all.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + INTERRUPT_GRACE
-    next_interrupt = 0.0
-    while not cell.idle and not gone():
-        now = loop.time()
-        if now >= deadline:
-            await restart()
-            return
-        if cell.busy and now >= next_interrupt:
-            await interrupt()
-            next_interrupt = now + REINTERRUPT
+
+    async def poll(_to_interrupt: float, _to_deadline: float) -> None:
+        # Short whatever the timing: `gone()` turning true is no message that would end it.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.05):
                 await cell.next()
+
+    if not await interrupt_until_ended(lambda: cell.idle or gone(), interrupt, poll,
+                                       grace=KERNEL_INTERRUPT_GRACE, every=KERNEL_REINTERRUPT,
+                                       ready=lambda: cell.busy):
+        await restart()
+        return
     if cell.reply is None:  # the reply, when there is one, can trail idle a little
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.2):
