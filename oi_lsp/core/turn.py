@@ -190,8 +190,8 @@ class Turn:
         proposed = self._say("assistant", "code", code, language, call_id)
         proposed.risk = await self.gate.check(language, code)
         self.conversation.changed()
-        # Stopped while it waits, the proposal's fate is set by the workspace (stopped by the
-        # user, or expired with the server).
+        # Stopped while it waits, the proposal's fate is set by the workspace: stopped by the
+        # user, or expired with the server.
         answer = await self.gate.ask(language, code, proposed.risk)
         if answer.decision == "skip":
             self._settle(proposed, "skipped")
@@ -203,7 +203,11 @@ class Turn:
             proposed.edited_code = ran
         self._say("computer", "confirmation", ran, language, call_id)
         self.streamer.whole(self.turn_id, "computer", "confirmation", language, ran)
-        result = await self._run(ran, language, call_id)
+        try:
+            result = await self._run(ran, language, call_id)
+        except asyncio.CancelledError:
+            self._settle(proposed, "stopped")  # the run was interrupted: by a stop, or closing
+            raise
         fate = _FATES[result.status]
         if fate == "ran":
             fate = "edited" if ran != code else "autoRan" if answer.auto else "ran"
