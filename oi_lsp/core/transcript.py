@@ -26,6 +26,7 @@ from ..files import atomic_write
 from ..protocol import Message
 from .conversation import Conversation
 from .export import fence
+from .run_output import NO_OUTPUT
 from .store import title_of
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def render(snapshot: Snapshot) -> str:
     proposals: dict[str, Message] = {}  # tool call id / turn -> the code it asked to run
     for m in snapshot.messages:
         heading = _heading(m)
-        if heading and heading != speaker:
+        if heading and (heading != speaker or heading == "## Run"):  # each run its own
             parts.append(heading)
         speaker = heading or speaker
         parts.extend(_message(m, snapshot, proposals))
@@ -190,7 +191,9 @@ def _message(m: Message, snapshot: Snapshot, proposals: dict[str, Message]) -> l
             return ["What ran (edited):", _code(m.content, m.format)]
         return []
     if m.type == "console":
-        return [_output(m.content)] if m.content.strip() else []
+        if m.content.strip() in ("", NO_OUTPUT):
+            return ["_(no output)_"] if m.content.strip() else []
+        return [_output(m.content)]
     if m.type == "image":
         return [_image(m, snapshot)]
     if m.type == "code" and m.format == "html":

@@ -27,6 +27,7 @@ from ..protocol import (
     ExecuteCommandArgs,
     ExecuteParams,
     InvalidParams,
+    Position,
     Range,
 )
 from ..uris import to_fs_path
@@ -78,7 +79,8 @@ async def chat(ls: OIServer, args: tuple[Any, ...]) -> dict[str, Any]:
     context = None
     if a.uri:
         text, language = await selection(ls, a.uri, a.range)
-        context = EditorContext(uri=a.uri, language=language, selection=text, range=a.range)
+        context = EditorContext(uri=a.uri, language=language, selection=text,
+                                range=_whole_lines(a.range, text))
     with refusals(protocol.CHAT_COMMAND):
         turn_id, ending = await workspace.start_chat(ChatParams(message=a.message,
                                                                 context=context))
@@ -116,7 +118,17 @@ async def selection(ls: OIServer, uri: str, rng: Range | None) -> tuple[str, str
             raise JsonRpcInvalidParams(f"uri: cannot read {uri}: {exc}") from None
         doc = TextDocument(uri, source=source, position_codec=ls.workspace.position_codec)
     text = doc.source if rng is None else doc.text_in_client_range(_lsp_range(rng))
+    if rng is not None and rng.end.character == 0 and rng.end.line > rng.start.line:
+        text = text.removesuffix("\n")  # whole lines, up to the start of the next one
     return text, language_of(doc.language_id, uri)
+
+
+def _whole_lines(rng: Range | None, text: str) -> Range | None:
+    """A range that ends at the start of a line ends, for people, on the line before."""
+    if rng is None or rng.end.character != 0 or rng.end.line <= rng.start.line:
+        return rng
+    last = Position(line=rng.end.line - 1, character=len(text.rsplit("\n", 1)[-1]))
+    return Range(start=rng.start, end=last)
 
 
 def language_of(language_id: str | None, uri: str) -> str | None:
