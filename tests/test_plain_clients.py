@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -191,7 +190,7 @@ def test_neovim_stop_ends_a_long_run(editor: Editor, model: ModelServer,
     assert run["result"]["stop"] == {"stopped": True}
     assert run["result"]["seconds"] < 10
     assert "Open Interpreter" in run["result"]["status"]
-    assert [p for p in run["progress"] if p["kind"] == "end"][0]["message"] == "stopped"
+    assert next(p for p in run["progress"] if p["kind"] == "end")["message"] == "stopped"
     figures = [p.get("message") or "" for p in run["progress"]]
     assert any(re.match(r"running python \d+ s · \d+% CPU · \d+ MB", m) for m in figures)
     assert model.requests == []

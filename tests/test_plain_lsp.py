@@ -207,6 +207,7 @@ async def test_progress_figures_and_cancel_stops(start_server: StartServer,
     assert report["message"].startswith("running python ") and " MB" in report["message"]
     messages = [p.get("message") for m, p in client.notifications if m == "$/progress"]
     assert "thinking" in messages and "running python" in messages
+    assert "idle" not in messages  # the moment between a run and the model is no state
     t0 = time.monotonic()
     client.lsp.window_work_done_progress_cancel(
         types.WorkDoneProgressCancelParams(token=report["token"]))

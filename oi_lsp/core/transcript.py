@@ -86,6 +86,7 @@ class Transcript:
         self._state = "idle"
         self._dirty = False
         self._writing: asyncio.Task[None] | None = None
+        self.lines = 0  # of the file as last written (an editor may scroll to its end)
 
     def path(self) -> Path:
         conversation = self.conversation
@@ -134,27 +135,29 @@ class Transcript:
                                 Live(live.role, live.type, live.format, live.text,
                                      live.dropped_lines) if live else None, self._state)
             try:
-                await asyncio.to_thread(write, snapshot)
+                self.lines = await asyncio.to_thread(write, snapshot)
             except OSError:
                 log.exception("could not write the transcript %s", snapshot.path)
 
 
-def write(snapshot: Snapshot) -> None:
-    """Render the snapshot and write it, with the images it links (each written once)."""
+def write(snapshot: Snapshot) -> int:
+    """Render the snapshot and write it, with the images it links (each written once);
+    returns its number of lines."""
     body = render(snapshot)
     files = snapshot.path.with_suffix(".files")
     for name, data in snapshot.images.items():
         if not (files / name).exists():
             atomic_write(files / name, data)
     atomic_write(snapshot.path, body.encode())
+    return body.count("\n")
 
 
 def render(snapshot: Snapshot) -> str:
     """The transcript as Markdown; the images it links are added to `snapshot.images`."""
-    updated = time.strftime("%H:%M:%S")
+    folder = snapshot.workspace.removeprefix("file://")
+    state = _STATES.get(snapshot.state, snapshot.state)
     parts = [f"# Open Interpreter: {snapshot.title or 'new conversation'}",
-             f"_{snapshot.workspace} · {_STATES.get(snapshot.state, snapshot.state)} · "
-             f"updated {updated}_"]
+             f"_{folder} · {state} · updated {time.strftime('%H:%M:%S')}_"]
     speaker = ""
     proposals: dict[str, Message] = {}  # tool call id / turn -> the code it asked to run
     for m in snapshot.messages:

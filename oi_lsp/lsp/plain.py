@@ -84,13 +84,15 @@ class PlainClient:
 
     # Transcript and answers --------------------------------------------------------------
 
-    async def open(self, path: Path, focus: bool) -> bool:
-        """Show a file in the editor (window/showDocument); whether the client did."""
+    async def open(self, path: Path, focus: bool, line: int = 0) -> bool:
+        """Show a file in the editor (window/showDocument) at `line`; whether it did."""
         if not self.show_document:
             return False
+        at = types.Position(line=max(0, line), character=0)
         try:
             result = await self.server.window_show_document_async(types.ShowDocumentParams(
-                uri=from_fs_path(str(path)), take_focus=focus))
+                uri=from_fs_path(str(path)), take_focus=focus,
+                selection=types.Range(start=at, end=at)))
         except JsonRpcException as exc:
             log.warning("the client could not show %s: %s", path, exc)
             return False
@@ -99,7 +101,8 @@ class PlainClient:
     async def show_transcript(self, workspace: Workspace, focus: bool) -> Path:
         """Write the transcript now and open it, else say where it is."""
         path = await workspace.transcript.flush()
-        if not await self.open(path, focus):
+        # At its end: the newest part is what the user wants to see.
+        if not await self.open(path, focus, workspace.transcript.lines - 1):
             self.server.window_show_message(types.ShowMessageParams(
                 type=types.MessageType.Info, message=f"oi-lsp: the transcript is {path}"))
         return path

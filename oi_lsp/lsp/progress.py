@@ -23,7 +23,7 @@ from .. import protocol
 log = logging.getLogger(__name__)
 
 _STATES = {"thinking": "thinking", "waiting": "waiting for your approval",
-           "running": "running code", "idle": "idle"}
+           "running": "running code"}
 MB = 1024 * 1024
 
 
@@ -58,7 +58,8 @@ class TurnProgress:
         elif method == protocol.STREAM:
             if params.get("type") == "confirmation" and params.get("start"):
                 bar.language = params.get("format") or ""
-            elif params.get("type") == "status":
+            elif params.get("type") == "status" and params.get("format") != "idle":
+                # idle within a turn is the moment between a run and the next model call
                 state = params.get("format") or ""
                 text = _STATES.get(state, state)
                 if state == "running" and bar.language:
