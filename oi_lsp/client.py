@@ -67,6 +67,21 @@ class OIClient:
                 choice = await choice
             return types.MessageActionItem(title=choice) if choice else None
 
+        @self.lsp.feature(types.WINDOW_SHOW_DOCUMENT)
+        def show_document(params: types.ShowDocumentParams) -> types.ShowDocumentResult:
+            self._record("window/showDocument", {"uri": params.uri,
+                                                 "takeFocus": params.take_focus})
+            return types.ShowDocumentResult(success=True)
+
+        @self.lsp.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def progress_create(params: types.WorkDoneProgressCreateParams) -> None:
+            self._record("window/workDoneProgress/create", {"token": params.token})
+
+        @self.lsp.feature(types.PROGRESS)
+        def progress(params: types.ProgressParams) -> None:
+            value = params.value if isinstance(params.value, dict) else {}
+            self._record("$/progress", {"token": params.token, **value})
+
         @self.lsp.feature(types.WORKSPACE_CONFIGURATION)
         def configuration(params: types.ConfigurationParams) -> list[Any]:
             return [self.configuration for _ in params.items]
@@ -109,15 +124,17 @@ class OIClient:
         return client_process(self.lsp)
 
     async def initialize(self, workspaces: Sequence[str | Path] = (), *,
-                         options: dict[str, Any] | None = None,
-                         oi: bool = True) -> types.InitializeResult:
+                         options: dict[str, Any] | None = None, oi: bool = True,
+                         window: types.WindowClientCapabilities | None = None,
+                         ) -> types.InitializeResult:
+        """`window`: the client's window capabilities (message boxes only, by default)."""
         folders = [types.WorkspaceFolder(uri=to_uri(w), name=Path(str(w)).name)
                    for w in workspaces]
         capabilities = types.ClientCapabilities(
             experimental={"oi": True} if oi else None,
             workspace=types.WorkspaceClientCapabilities(workspace_folders=True,
                                                         configuration=True),
-            window=types.WindowClientCapabilities(
+            window=window or types.WindowClientCapabilities(
                 show_message=types.ShowMessageRequestClientCapabilities()))
         result = await self.lsp.initialize_async(types.InitializeParams(
             capabilities=capabilities, process_id=os.getpid(),

@@ -33,7 +33,16 @@ PROPOSAL = "oi/proposal"
 TURN = "oi/turn"
 RESOURCES = "oi/resources"
 
+# workspace/executeCommand commands, for clients that only speak plain LSP (docs/protocol.md,
+# "Plain LSP clients"): each returns at once.
 CHAT_COMMAND = "oi.chat"
+STOP_COMMAND = "oi.stop"
+RESET_COMMAND = "oi.reset"
+EXECUTE_COMMAND = "oi.execute"
+NEW_CONVERSATION_COMMAND = "oi.newConversation"
+SHOW_TRANSCRIPT_COMMAND = "oi.showTranscript"
+COMMANDS = (CHAT_COMMAND, STOP_COMMAND, RESET_COMMAND, EXECUTE_COMMAND,
+            NEW_CONVERSATION_COMMAND, SHOW_TRANSCRIPT_COMMAND)
 
 # The error code the server uses beyond those pygls names (InvalidParams, ...).
 REQUEST_FAILED = -32803  # LSP's RequestFailed: valid request, but the server cannot do it now.
@@ -178,6 +187,36 @@ class ExecuteResult(Wire):
     status: RunStatus
     outputs: list[Output]
     error: str | None = None
+
+
+class CommandTarget(WorkspaceParams):
+    """The argument object of an oi.* command: the workspace, or a document (and a range of
+    it) whose folder is the workspace and whose text is the selection."""
+
+    uri: str | None = None
+    range: Range | None = None
+
+
+class ChatCommandArgs(CommandTarget):
+    message: str = Field(min_length=1)
+
+
+class ExecuteCommandArgs(CommandTarget):
+    """The code to run, or else the text of `uri` in `range` (language: the document's)."""
+
+    code: str | None = None
+    language: str | None = None
+
+
+class StartedResult(Wire):
+    """What a command that starts a turn or run answers at once."""
+
+    turn_id: str
+    status: Literal["running"] = "running"
+
+
+class TranscriptResult(Wire):
+    uri: str
 
 
 class StopResult(Wire):

@@ -50,13 +50,14 @@ async def start_server(model: ModelServer, data_dir: Path) -> AsyncIterator[Star
     clients: list[OIClient] = []
 
     async def start(*workspaces: Path, options: dict[str, Any] | None = None, oi: bool = True,
-                    env: dict[str, str] | None = None, initialize: bool = True) -> OIClient:
+                    env: dict[str, str] | None = None, initialize: bool = True,
+                    window: Any = None) -> OIClient:
         client = OIClient()
         await client.start(env={"OI_LSP_DATA_DIR": str(data_dir), **(env or {})})
         clients.append(client)
         if initialize:
             await client.initialize(workspaces, options=model.settings() if options is None
-                                    else options, oi=oi)
+                                    else options, oi=oi, window=window)
         return client
 
     yield start

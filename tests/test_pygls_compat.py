@@ -89,3 +89,28 @@ def test_refusals_are_logged_as_one_line(caplog: Any) -> None:
     assert refused.getMessage() == "refused a request (-32602): workspace: not a folder"
     assert refused.exc_info is None and refused.levelname == "INFO"
     assert bug.exc_info is not None and bug.levelname == "ERROR"
+
+
+def test_capabilities_built_sees_the_capabilities_pygls_built() -> None:
+    """pygls builds the capabilities in lsp_initialize, after our initialize handler: the
+    override hands them to the server's capabilities_built before they are answered."""
+    from lsprotocol import types
+
+    server = LanguageServer("probe", "1", protocol_cls=Probe)
+    assert getattr(LanguageServerProtocol.lsp_initialize, "method_name", None) == "initialize"
+    seen: list[Any] = []
+    server.capabilities_built = seen.append  # type: ignore[attr-defined]
+
+    @server.command("probe.one")
+    def one(ls: Any, *args: Any) -> None:
+        pass
+
+    steps = server.protocol.lsp_initialize(types.InitializeParams(
+        capabilities=types.ClientCapabilities()))
+    try:
+        while True:
+            next(steps)  # our initialize handler would run here: none is registered
+    except StopIteration as done:
+        result = done.value
+    assert seen == [result.capabilities]
+    assert list(result.capabilities.execute_command_provider.commands) == ["probe.one"]

@@ -76,7 +76,9 @@ async def test_plain_lsp_client_fallback(start_server: StartServer, model: Model
     model.script(ms.tool("python", "print('should not run')"), ms.text("Skipped."))
     via_command = await client.lsp.workspace_execute_command_async(
         types.ExecuteCommandParams(command="oi.chat", arguments=["again"]))
-    assert via_command["status"] == "done"
+    assert via_command["status"] == "running"  # the command answers at once
+    await client.wait_for("oi/turn", lambda p: p["turnId"] == via_command["turnId"]
+                          and p["status"] == "done")
     assert "should not run" not in client.stream(via_command["turnId"], "console")
     await client.wait_for("window/showMessageRequest", since=since)
 

@@ -54,7 +54,7 @@ def _speaker(m: Message) -> str:
     return "Error" if m.type == "error" else m.role.capitalize()
 
 
-def _fence(text: str) -> str:
+def fence(text: str) -> str:
     """A backtick fence longer than any run of backticks inside `text`."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     return "`" * max(3, longest + 1)
@@ -66,9 +66,9 @@ def to_markdown(messages: list[Message], title: str = "") -> str:
         if kind == "text":
             parts.append(f"**{_speaker(m)}:**\n\n{m.content}")
             continue
-        fence = _fence(m.content)
+        bar = fence(m.content)
         note = " *(proposed, not run)*" if kind == "skipped" else ""
-        parts.append(f"{fence}{m.format or ''}\n{m.content}\n{fence}{note}")
+        parts.append(f"{bar}{m.format or ''}\n{m.content}\n{bar}{note}")
         for out in outputs:
             if out.type == "image":
                 mime = "image/svg+xml" if out.format == "svg" else (
@@ -76,8 +76,8 @@ def to_markdown(messages: list[Message], title: str = "") -> str:
                 parts.append(f"![output](data:{mime};base64,{out.content})"
                              if out.format != "svg" else out.content)
             elif out.content:
-                fence = _fence(out.content)
-                parts.append(f"{fence}text\n{out.content.rstrip()}\n{fence}")
+                bar = fence(out.content)
+                parts.append(f"{bar}text\n{out.content.rstrip()}\n{bar}")
     return "\n\n".join(parts) + "\n"
 
 
@@ -92,9 +92,9 @@ def to_ipynb(messages: list[Message], title: str = "") -> str:
             cells.append(v4.new_markdown_cell(f"**{_speaker(m)}:**\n\n{m.content}"))
             continue
         if kind == "skipped":
-            fence = _fence(m.content)
+            bar = fence(m.content)
             cells.append(v4.new_markdown_cell(
-                f"*Proposed, not run:*\n\n{fence}{m.format or ''}\n{m.content}\n{fence}"))
+                f"*Proposed, not run:*\n\n{bar}{m.format or ''}\n{m.content}\n{bar}"))
             continue
         language = (m.format or "python").lower()
         source = m.content

@@ -55,6 +55,9 @@ def spill(path: Path, text: str) -> None:
     task.add_done_callback(_writes.discard)
 
 
+NO_OUTPUT = "(no output)"  # what the model is told of a run that printed nothing
+
+
 def model_view(result: RunResult, chunks: list[Chunk], limit: int,
                spill: Path | None = None) -> str:
     """A run's output as the model gets it: text trimmed head and tail, images named; when
@@ -67,7 +70,7 @@ def model_view(result: RunResult, chunks: list[Chunk], limit: int,
         text += "\n[the user stopped this run]"
     elif result.status == "error" and result.error and result.error not in text:
         text += f"\n[{result.error}]"
-    return text.strip() or "(no output)"
+    return text.strip() or NO_OUTPUT
 
 
 def merge_outputs(chunks: list[Chunk]) -> list[Output]:

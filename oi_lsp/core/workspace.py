@@ -39,6 +39,7 @@ from .run_output import merge_outputs, model_view
 from .settings import Settings
 from .store import Store
 from .streamer import Streamer
+from .transcript import Transcript
 from .turn import Outcome, Turn
 
 log = logging.getLogger(__name__)
@@ -73,18 +74,25 @@ class Workspace:
         self.layers = SettingsLayers(folder, base_layers)
         self.conversation = Conversation(uri, store,
                                          lambda text: link.show_text(text, error=True))
-        self.streamer = Streamer(link.send, uri)
+        self.transcript = Transcript(self.conversation, uri)
+        self.streamer = Streamer(self._send, uri)
         self.activity = Activity(self.streamer)
         self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity)
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals
         self._turn: asyncio.Task[Outcome] | None = None
+        self._ending: asyncio.Task[ChatResult] | None = None  # the turn, then its reporting
         self._turn_id = ""
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
 
     def settings(self) -> Settings:
         return self.layers.settings()
+
+    def _send(self, method: str, params: dict[str, Any]) -> None:
+        """What the workspace streams goes to the front end, and into the transcript."""
+        self.link.send(method, params)
+        self.transcript.saw(method, params)
 
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         return await self.layers.configure(values)
@@ -94,7 +102,8 @@ class Workspace:
         self.repls.open()
 
     def busy(self) -> bool:
-        return self._turn is not None and not self._turn.done()
+        """A turn runs, or has not finished ending (saved, reported)."""
+        return self._ending is not None and not self._ending.done()
 
     def check_idle(self) -> None:
         """Raise Busy, saying what runs, while a turn runs."""
@@ -108,20 +117,36 @@ class Workspace:
         UnknownConversation, or DamagedConversation (the file then has been moved aside)."""
         self.check_idle()
         await self.conversation.open(conversation_id, self.check_idle)
+        self.transcript.update()
 
     async def new_conversation(self) -> None:
         """Start an empty conversation; the open one stays saved. An empty one is reused."""
         self.check_idle()
         await self.conversation.begin([])
+        self.transcript.update()
 
     # Turns -------------------------------------------------------------------------------
 
     async def chat(self, params: ChatParams) -> ChatResult:
+        """Run a turn to its end (oi/chat). Cancelling this stops the turn."""
+        turn_id, ending = await self.start_chat(params)
+        try:
+            return await asyncio.shield(ending)
+        except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
+            if self._turn is not None and self._turn_id == turn_id:
+                self._turn.cancel()
+            await asyncio.wait([ending])
+            self.conversation.settle(turn_id, "stopped")
+            raise
+
+    async def start_chat(self, params: ChatParams) -> tuple[str, asyncio.Task[ChatResult]]:
+        """Start a turn: its id, and the task that ends it with its result (a front end may
+        answer at once and let the turn go on)."""
         if self.busy() and self.activity.state.state == "waiting" \
                 and self.approvals.decline(self.uri):
             # A new message instead of an answer: the proposal is skipped and its turn ends.
-            assert self._turn is not None
-            await asyncio.wait([self._turn])
+            assert self._ending is not None
+            await asyncio.wait([self._ending])
         self.check_idle()
         await self.layers.load_profiles()
         turn_id = new_turn_id()
@@ -136,12 +161,15 @@ class Workspace:
         self._event(turn_id, "chat", "running")
         self._turn_id = turn_id
         task = self._turn = asyncio.create_task(work)
+        ending = self._ending = asyncio.create_task(self._end_turn(turn_id, task, turn,
+                                                                   settings))
+        return turn_id, ending
+
+    async def _end_turn(self, turn_id: str, task: asyncio.Task[Outcome], turn: Turn | None,
+                        settings: Settings) -> ChatResult:
+        """Wait for the turn, then record why it failed, save, and report its end."""
         try:
             outcome = await _outcome(task)
-        except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
-            await asyncio.wait([task])
-            self._event(turn_id, "chat", "stopped")
-            raise
         finally:
             self.activity.set(turn_id, "idle")
         if outcome.error and turn is not None:  # why a question has no answer, kept
@@ -149,6 +177,8 @@ class Workspace:
                                              content=outcome.error, turn_id=turn_id,
                                              error_kind=outcome.kind))
         await self.conversation.flush()  # a turn reported finished is on disk
+        if self.transcript.enabled:
+            await self.transcript.flush()  # so is what a plain client is pointed to
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
         if settings.max_budget is not None and turn is not None and turn.usage.calls \
@@ -194,7 +224,14 @@ class Workspace:
                 self.link.show_text("".join(said))
 
     async def execute(self, params: ExecuteParams) -> ExecuteResult:
+        return await self.start_execute(params)[1]
+
+    def start_execute(self, params: ExecuteParams) -> tuple[str, asyncio.Task[ExecuteResult]]:
+        """Start a direct run: its id, and the task that ends with its result."""
         turn_id = new_turn_id()
+        return turn_id, asyncio.create_task(self._execute(turn_id, params))
+
+    async def _execute(self, turn_id: str, params: ExecuteParams) -> ExecuteResult:
         chunks: list[Chunk] = []
         timeout = params.timeout or self.settings().execution_timeout
         self._event(turn_id, "execute", "running")
@@ -238,6 +275,8 @@ class Workspace:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._ending is not None and not self._ending.done():
+            await asyncio.wait([self._ending])  # stopped means ended and reported
         if self._turn_id:
             self.conversation.settle(self._turn_id, fate)
         return bool(tasks)
@@ -266,6 +305,7 @@ class Workspace:
         self.link.send(protocol.TURN, TurnEvent(
             turn_id=turn_id, workspace=self.uri, kind=kind, status=status, error=error,
             error_kind=error_kind, usage=usage).wire())
+        self.transcript.update()  # a run's record, a turn's end
 
 
 async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:

@@ -65,6 +65,10 @@ class Workspaces:
             workspace.open()
         return workspace
 
+    def find(self, uri: str) -> Workspace | None:
+        """The open workspace of a normalized URI, if it is open (never opens one)."""
+        return self._workspaces.get(uri)
+
     def resolve(self, workspace: str | None, hint: str | None = None) -> Workspace:
         """The workspace a request means: its workspace, else the folder holding `hint`
         (a document URI), else the first folder, else the server's working directory."""

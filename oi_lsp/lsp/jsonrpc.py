@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 import cattrs
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.protocol import (
     JsonRPCNotification,
@@ -36,6 +37,15 @@ def raw_params_converter() -> cattrs.Converter:
     converter = default_converter()
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, _keep)
+
+    def command_or_action(obj: Any, _: type) -> types.Command | types.CodeAction:
+        # lsprotocol takes any object with a `command` for a Command, though a CodeAction
+        # carries its Command there too (an object; a Command's is the command's name).
+        if isinstance(obj.get("command"), str):
+            return converter.structure(obj, types.Command)
+        return converter.structure(obj, types.CodeAction)
+
+    converter.register_structure_hook(types.Command | types.CodeAction, command_or_action)
     return converter
 
 

@@ -1,11 +1,13 @@
 """OIServer: the pygls LanguageServer that is the core's Link to the editor. It sends the
-oi/* notifications, asks plain LSP clients about proposals with a message box, tells the user
-through window/showMessage, and keeps the settings the editor sent."""
+oi/* notifications (mirrored for plain LSP clients as progress, a transcript and messages, see
+plain.py and progress.py), asks about proposals, tells the user through window/showMessage, and
+keeps the settings the editor sent."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__, protocol
+from ..core.aio import log_failure
 from ..core.approval import Answer, Approvals
 from ..core.settings import SettingsError, check, client_section, env_layer, split_known
 from ..core.store import Store
@@ -22,6 +25,8 @@ from ..core.workspaces import Workspaces
 from ..protocol import Proposal
 from .jsonrpc import raw_params_converter
 from .network import GatedProtocol
+from .plain import PlainClient
+from .progress import TurnProgress
 from .pygls_compat import quiet_refusals
 
 log = logging.getLogger(__name__)
@@ -40,35 +45,54 @@ class OIServer(LanguageServer):
         self.workspaces = Workspaces(self._new_workspace)
         self.warming: asyncio.Future[None] | None = None  # litellm's load, once it may start
         self.shut_down = False  # the client asked for `shutdown` (the exit status says so)
+        self.plain: PlainClient | None = None  # a client that renders no oi/* notifications
+        self.turn_progress = TurnProgress(lambda: self.work_done_progress, self._stop_for_progress)
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def client_known(self, capabilities: types.ClientCapabilities) -> None:
+        """initialize: what the client renders itself, and what it can show."""
+        experimental = capabilities.experimental
+        self.oi_client = isinstance(experimental, dict) and bool(experimental.get("oi"))
+        self.plain = None if self.oi_client else PlainClient(self, capabilities)
+
+    def capabilities_built(self, capabilities: types.ServerCapabilities) -> None:
+        """oi clients have commands of their own, some with these names (VS Code's oi.stop):
+        they are told of oi.chat only, though every command still works."""
+        if self.oi_client and capabilities.execute_command_provider is not None:
+            capabilities.execute_command_provider.commands = [protocol.CHAT_COMMAND]
 
     def _new_workspace(self, uri: str, folder: Path) -> Workspace:
-        return Workspace(uri, folder, self, self.approvals, self.store,
-                         lambda: [self.env, self.client_settings])
+        workspace = Workspace(uri, folder, self, self.approvals, self.store,
+                              lambda: [self.env, self.client_settings])
+        workspace.transcript.enabled = self.plain is not None  # where plain clients read
+        return workspace
+
+    def keep(self, work: Coroutine[Any, Any, Any] | asyncio.Task[Any]) -> None:
+        """Let a turn, a run or a message go on after the request that started it answered."""
+        task = work if isinstance(work, asyncio.Task) else asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(log_failure("a background task"))
+
+    def _stop_for_progress(self, workspace: str) -> None:
+        found = self.workspaces.find(workspace)
+        if found is not None:
+            self.keep(found.stop())
 
     # Link: what workspaces need from the client ---------------------------------------------
 
     def send(self, method: str, params: dict[str, Any]) -> None:
         self.protocol.notify(method, params)
+        if self.plain is not None:
+            if self.plain.progress:
+                self.turn_progress.observe(method, params)
+            self.plain.observe(method, params)
 
     async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
         self.send(protocol.PROPOSAL, proposal.wire())
-        if self.oi_client:
+        if self.plain is None:
             return await answer
-        # A plain LSP client: ask with a message box; an oi/approve still counts if it comes.
-        box: asyncio.Future[Any] = asyncio.ensure_future(self.window_show_message_request_async(
-            types.ShowMessageRequestParams(
-                type=types.MessageType.Info,
-                message=f"Run this {proposal.language} code?{_risk_note(proposal)}\n\n"
-                        f"{proposal.code}",
-                actions=[types.MessageActionItem("Run"), types.MessageActionItem("Skip")])))
-        try:
-            await asyncio.wait([box, answer], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            box.cancel()
-        if answer.done():
-            return answer.result()
-        action = box.result()
-        return Answer("run" if getattr(action, "title", None) == "Run" else "skip")
+        return await self.plain.ask(proposal, answer)
 
     async def tell(self, text: str, actions: list[str]) -> str | None:
         if not actions:
@@ -106,8 +130,3 @@ class OIServer(LanguageServer):
                 self.show_text(str(exc), error=True)
         self.client_settings = {**self.client_settings, **good}
 
-
-def _risk_note(proposal: Proposal) -> str:
-    """The risk check's verdict, for clients that show the proposal as a message box."""
-    summary = proposal.risk.summary()
-    return f" ({summary})" if summary else ""

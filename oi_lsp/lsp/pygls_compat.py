@@ -1,9 +1,10 @@
 """pygls' private names, in one place.
 
 oi-lsp's transports and its fast writer hook into pygls where it has no public API: the method
-every outgoing message passes through, the one that answers a request, the server's error
-report, the stop event its read loops watch and the listener its shutdown() closes, the child
-process of its client, and the logger its request handlers' errors go to.
+every outgoing message passes through, the initialize method that builds the capabilities, the
+one that answers a request, the server's error report, the stop event its read loops watch and
+the listener its shutdown() closes, the child process of its client, and the logger its request
+handlers' errors go to.
 tests/test_pygls_compat.py checks each name against the pygls installed, so an upgrade that
 renames one fails there, loudly, and not in a user's editor.
 """
@@ -13,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Generator
 from typing import Any
 
+from lsprotocol import types
 from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.server import JsonRPCServer
 
 
@@ -38,6 +41,17 @@ class Protocol(LanguageServerProtocol):
     def report_error(self, error: Exception, source: Any) -> None:
         """Tell the server (and so the client) that something failed, as pygls does."""
         self._server._report_server_error(error, source)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams,
+                       ) -> Generator[Any, Any, types.InitializeResult]:
+        """pygls builds the capabilities after our initialize handler, from every feature
+        registered: the server's `capabilities_built(capabilities)` may then adjust them."""
+        result: types.InitializeResult = yield from super().lsp_initialize(params)
+        adjust = getattr(self._server, "capabilities_built", None)
+        if adjust is not None:
+            adjust(result.capabilities)
+        return result
 
 
 def new_stop_event(server: JsonRPCServer) -> threading.Event:

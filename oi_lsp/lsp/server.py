@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from lsprotocol import types
@@ -17,12 +15,12 @@ from .. import protocol
 from ..core import llm, model_presets, profiles
 from ..core.approval import Answer, UnknownProposal
 from ..core.settings import SettingsError
-from ..core.store import DamagedConversation, UnknownConversation
-from ..core.workspace import Busy, Workspace
+from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace
 from ..protocol import (
     ApproveParams,
     ChatParams,
+    CommandTarget,
     ConfigureParams,
     ConfigureResult,
     ExecuteParams,
@@ -37,8 +35,12 @@ from ..protocol import (
     SessionResult,
     SessionsResult,
     StopResult,
+    TranscriptResult,
     WorkspaceParams,
 )
+from ..uris import from_fs_path
+from . import commands
+from .commands import refusals
 from .language_server import OIServer
 
 log = logging.getLogger(__name__)
@@ -58,18 +60,6 @@ def _workspace(ls: OIServer, params: WorkspaceParams | ApproveParams,
         raise JsonRpcInvalidParams(str(exc)) from None
 
 
-@contextmanager
-def _refusals() -> Iterator[None]:
-    """A workspace's refusals as JSON-RPC errors: busy, a profile that cannot be read, or no
-    such conversation."""
-    try:
-        yield
-    except (Busy, DamagedConversation, SettingsError) as exc:
-        raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
-    except UnknownConversation as exc:
-        raise JsonRpcInvalidParams(f"id: {exc}") from None
-
-
 def _parse(model_cls: type[protocol.M], params: Any) -> protocol.M:
     try:
         return protocol.parse(model_cls, params)
@@ -81,8 +71,7 @@ def _parse(model_cls: type[protocol.M], params: Any) -> protocol.M:
 
 @SERVER.feature(types.INITIALIZE)
 def initialize(ls: OIServer, params: types.InitializeParams) -> None:
-    experimental = params.capabilities.experimental
-    ls.oi_client = isinstance(experimental, dict) and bool(experimental.get("oi"))
+    ls.client_known(params.capabilities)
     ls.apply_client_settings(params.initialization_options)
     folders = [f.uri for f in params.workspace_folders or ()]
     if not folders and params.root_uri:
@@ -154,7 +143,7 @@ async def did_change_configuration(ls: OIServer,
 async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ChatParams, params)
     workspace = _workspace(ls, p, p.context.uri if p.context else None)
-    with _refusals():
+    with refusals():
         return (await workspace.chat(p)).wire()
 
 
@@ -231,7 +220,7 @@ async def sessions(ls: OIServer, params: Any) -> dict[str, Any]:
 async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(SessionOpenParams, params)
     workspace = _workspace(ls, p)
-    with _refusals():
+    with refusals():
         await workspace.open_conversation(p.id)
     return _session_result(workspace)
 
@@ -239,7 +228,7 @@ async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
 @SERVER.feature(protocol.SESSION_NEW)
 async def session_new(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, _parse(WorkspaceParams, params))
-    with _refusals():
+    with refusals():
         await workspace.new_conversation()
     return _session_result(workspace)
 
@@ -254,7 +243,7 @@ def _session_result(workspace: Workspace) -> dict[str, Any]:
 async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(SessionExportParams, params)
     workspace = _workspace(ls, p)
-    with _refusals():
+    with refusals():
         return (await workspace.conversation.export(p.id, p.format)).wire()
 
 
@@ -267,9 +256,55 @@ async def models(ls: OIServer, params: Any) -> dict[str, Any]:
                         model=workspace.settings().model, profiles=names).wire()
 
 
+# Plain LSP: commands, code actions, progress (commands.py) ---------------------------------
+
 @SERVER.command(protocol.CHAT_COMMAND)
 async def chat_command(ls: OIServer, *args: Any) -> dict[str, Any]:
-    """`oi.chat` through workspace/executeCommand, for clients that only know plain LSP."""
-    arg = args[0] if args else None
-    params = {"message": arg} if isinstance(arg, str) else arg
-    return await chat(ls, params)
+    return await commands.chat(ls, args)
+
+
+@SERVER.command(protocol.EXECUTE_COMMAND)
+async def execute_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    return await commands.execute(ls, args)
+
+
+@SERVER.command(protocol.STOP_COMMAND)
+async def stop_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    workspace = commands.target(ls, commands.arguments(CommandTarget, args))
+    return StopResult(stopped=await workspace.stop()).wire()
+
+
+@SERVER.command(protocol.RESET_COMMAND)
+async def reset_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    await commands.target(ls, commands.arguments(CommandTarget, args)).reset()
+    return OkResult().wire()
+
+
+@SERVER.command(protocol.NEW_CONVERSATION_COMMAND)
+async def new_conversation_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    workspace = commands.target(ls, commands.arguments(CommandTarget, args))
+    with refusals(protocol.NEW_CONVERSATION_COMMAND):
+        await workspace.new_conversation()
+    return {"workspace": workspace.uri, "id": workspace.conversation.id}
+
+
+@SERVER.command(protocol.SHOW_TRANSCRIPT_COMMAND)
+async def show_transcript_command(ls: OIServer, *args: Any) -> dict[str, Any]:
+    workspace = commands.target(ls, commands.arguments(CommandTarget, args))
+    if ls.plain is not None:
+        path = await ls.plain.show_transcript(workspace, focus=True)
+    else:
+        path = await workspace.transcript.flush()
+    return TranscriptResult(uri=from_fs_path(str(path))).wire()
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+    code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor,
+                       types.CodeActionKind.Source]))
+def code_action(ls: OIServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    return commands.code_actions(params)
+
+
+@SERVER.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+def progress_cancelled(ls: OIServer, params: types.WorkDoneProgressCancelParams) -> None:
+    ls.turn_progress.cancelled(str(params.token))
