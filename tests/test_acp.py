@@ -1,0 +1,129 @@
+"""`oi-lsp acp` with clients nobody here wrote: the ACP Python SDK's client side, and the
+reference TypeScript client (tests/acp/client.mjs). The model is the scripted server; code
+runs in real kernels."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from acp import text_block
+from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.stdio import spawn_agent_process
+
+from tests import modelserver as ms
+from tests.modelserver import ModelServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def agent_env(model: ModelServer, data_dir: Path) -> dict[str, str]:
+    return {"OI_MODEL": "openai/scripted", "OI_API_BASE": model.url, "OI_API_KEY": "sk-test",
+            "OI_LSP_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT),
+            "PATH": os.environ.get("PATH", "")}
+
+
+class Recorder:
+    """An ACP client that records updates and answers permission requests from a script."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+        self.asked: list[Any] = []
+        self.choices: list[str] = []  # option ids, in order; "hold" waits to be cancelled
+        self.changed = asyncio.Event()
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
+                                 **kwargs: Any) -> RequestPermissionResponse:
+        self.asked.append((tool_call, options))
+        self.changed.set()
+        choice = self.choices.pop(0) if self.choices else "hold"
+        if choice == "hold":
+            await asyncio.sleep(3600)  # answered by session/cancel's cancellation
+        if choice == "cancelled":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected",
+                                                                option_id=choice))
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+        self.changed.set()
+
+    def kinds(self) -> list[str]:
+        return [u.session_update for u in self.updates]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.updates
+                       if u.session_update == "agent_message_chunk")
+
+    def output(self) -> str:
+        """Every text the tool calls showed."""
+        return "\n".join(c.content.text for u in self.updates
+                         if u.session_update in ("tool_call", "tool_call_update")
+                         for c in u.content or [] if getattr(c.content, "type", "") == "text")
+
+    async def until(self, check: Any, timeout: float = 30) -> None:
+        async with asyncio.timeout(timeout):
+            while not check():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+@asynccontextmanager
+async def agent(model: ModelServer, data_dir: Path,
+                recorder: Recorder) -> AsyncIterator[Any]:
+    async with spawn_agent_process(recorder, sys.executable, "-m", "oi_lsp", "acp",
+                                   env=agent_env(model, data_dir),
+                                   transport_kwargs={"stderr": None}) as (conn, _process):
+        await conn.initialize(protocol_version=1)
+        yield conn
+
+
+async def test_python_client_prompt_allow_reject_load(model: ModelServer, data_dir: Path,
+                                                      workspace: Path) -> None:
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        assert session.modes.current_mode_id == "ask"
+        model.script(ms.tool("python", "print('hello from acp')", say="Running it."),
+                     ms.text("It printed hello."))
+        recorder.choices = ["allow_once"]
+        done = await conn.prompt(session_id=session.session_id,
+                                 prompt=[text_block("say hello")])
+        assert done.stop_reason == "end_turn"
+        assert "Running it." in recorder.text() and "It printed hello." in recorder.text()
+        assert "hello from acp" in recorder.output()
+        calls = [u for u in recorder.updates if u.session_update == "tool_call"]
+        assert calls[0].kind == "execute" and calls[0].title.startswith("python: print(")
+        assert recorder.updates[-1].session_update in ("agent_message_chunk",
+                                                       "tool_call_update")
+        finals = [u for u in recorder.updates if u.session_update == "tool_call_update"
+                  and u.status in ("completed", "failed")]
+        assert [u.status for u in finals] == ["completed"]
+        assert [o.option_id for o in recorder.asked[0][1]] == [
+            "allow_once", "allow_always", "reject_once"]
+
+        model.script(ms.tool("python", "print('never')"), ms.text("Skipped then."))
+        recorder.choices = ["reject_once"]
+        done = await conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
+        assert done.stop_reason == "end_turn"
+        finals = [u.status for u in recorder.updates if u.session_update == "tool_call_update"
+                  and u.status in ("completed", "failed")]
+        assert finals == ["completed", "failed"]
+        assert "never\n" not in recorder.output().replace("print('never')", "")
+        listed = await conn.list_sessions(cwd=str(workspace))
+        assert [s.session_id for s in listed.sessions] == [session.session_id]
+        assert listed.sessions[0].title == "say hello"
+
+    replayed = Recorder()
+    async with agent(model, data_dir, replayed) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id,
+                                mcp_servers=[])
+        kinds = replayed.kinds()
+        assert kinds.count("user_message_chunk") == 2 and kinds.count("tool_call") == 2
+        assert "hello from acp" in replayed.output()
+        assert "It printed hello." in replayed.text()
