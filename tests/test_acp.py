@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp import text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from acp.stdio import spawn_agent_process
@@ -127,3 +128,23 @@ async def test_python_client_prompt_allow_reject_load(model: ModelServer, data_d
         assert kinds.count("user_message_chunk") == 2 and kinds.count("tool_call") == 2
         assert "hello from acp" in replayed.output()
         assert "It printed hello." in replayed.text()
+
+
+NODE_CLIENT = ROOT / "tests" / "acp" / "client.mjs"
+NODE_SDK = ROOT / "tests" / "acp" / "node_modules" / "@agentclientprotocol" / "sdk"
+
+
+@pytest.mark.skipif(not NODE_SDK.is_dir(), reason="npm ci in tests/acp (scripts/setup.d)")
+async def test_typescript_reference_client(model: ModelServer, data_dir: Path,
+                                           workspace: Path) -> None:
+    model.script(ms.tool("python", "print('hello from node')"), ms.text("Done hello."),
+                 ms.tool("python", "print('never')"), ms.text("Skipped."),
+                 ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
+                                   "time.sleep(30)"))
+    node = await asyncio.create_subprocess_exec(
+        "node", str(NODE_CLIENT), str(workspace), sys.executable, "-m", "oi_lsp", "acp",
+        env={**os.environ, **agent_env(model, data_dir)}, cwd=NODE_CLIENT.parent,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(node.communicate(), 120)
+    assert node.returncode == 0, out.decode()
+    assert out.decode().startswith("ok ")
