@@ -148,3 +148,61 @@ async def test_typescript_reference_client(model: ModelServer, data_dir: Path,
     out, _ = await asyncio.wait_for(node.communicate(), 120)
     assert node.returncode == 0, out.decode()
     assert out.decode().startswith("ok ")
+
+
+async def test_modes_commands_risk_and_cancel_while_asking(model: ModelServer, data_dir: Path,
+                                                           workspace: Path) -> None:
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        sid = session.session_id
+        await recorder.until(lambda: "available_commands_update" in recorder.kinds())
+        commands = next(u for u in recorder.updates
+                        if u.session_update == "available_commands_update").available_commands
+        assert {"reset", "undo", "tokens"} <= {c.name for c in commands}
+
+        # Risk: the permission request's title and content say it.
+        model.script(ms.tool("shell", "rm -rf ./build"), ms.text("ok"))
+        recorder.choices = ["reject_once"]
+        await conn.prompt(session_id=sid, prompt=[text_block("clean")])
+        asked = recorder.asked[-1][0]
+        assert "high risk" in asked.title and "rm -rf" in asked.title
+        assert "deletes files" in asked.content[0].content.text
+
+        # "Always run": this proposal runs, the session goes to auto, the next one runs unasked.
+        model.script(ms.tool("python", "print('one')"), ms.tool("python", "print('two')"),
+                     ms.text("both ran"))
+        recorder.choices = ["allow_always"]
+        asked_before = len(recorder.asked)
+        done = await conn.prompt(session_id=sid, prompt=[text_block("twice")])
+        assert done.stop_reason == "end_turn" and len(recorder.asked) == asked_before + 1
+        assert "current_mode_update" in recorder.kinds()
+        assert "one" in recorder.output() and "two" in recorder.output()
+
+        # Back to ask mode through session/set_mode: the next proposal asks; cancelling while it
+        # waits ends the turn as cancelled and its tool call failed.
+        await conn.set_session_mode(session_id=sid, mode_id="ask")
+        model.script(ms.tool("python", "print('held')"))
+        recorder.choices = ["hold"]
+        asked_before = len(recorder.asked)
+        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("wait")]))
+        await recorder.until(lambda: len(recorder.asked) > asked_before)
+        await conn.cancel(session_id=sid)
+        done = await asyncio.wait_for(turn, 10)
+        assert done.stop_reason == "cancelled"
+        last = [u for u in recorder.updates if u.session_update == "tool_call_update"][-1]
+        assert last.status == "failed"
+
+        # A slash command is the magic command: answered without the model.
+        calls = len(model.requests)
+        done = await conn.prompt(session_id=sid, prompt=[text_block("/tokens")])
+        assert done.stop_reason == "end_turn" and len(model.requests) == calls
+        assert "token" in recorder.text().lower()
+
+        # Auto mode through session/set_mode: no permission request at all.
+        await conn.set_session_mode(session_id=sid, mode_id="auto")
+        model.script(ms.tool("python", "print('unasked')"), ms.text("fine"))
+        asked_before = len(recorder.asked)
+        done = await conn.prompt(session_id=sid, prompt=[text_block("auto")])
+        assert done.stop_reason == "end_turn" and len(recorder.asked) == asked_before
+        assert "unasked" in recorder.output()
