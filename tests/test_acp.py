@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 from acp import text_block
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import (
+    AcceptElicitationResponse,
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    RequestPermissionResponse,
+)
 from acp.stdio import spawn_agent_process
 
 from tests import modelserver as ms
@@ -54,6 +62,13 @@ class Recorder:
         self.updates.append(update)
         self.changed.set()
 
+    async def create_elicitation(self, message: str, mode: Any,
+                                 **kwargs: Any) -> AcceptElicitationResponse:
+        self.asked.append(("elicitation", mode))
+        code = mode.requested_schema.properties["code"].default
+        return AcceptElicitationResponse(action="accept",
+                                         content={"code": code.replace("draft", "edited")})
+
     def kinds(self) -> list[str]:
         return [u.session_update for u in self.updates]
 
@@ -75,12 +90,14 @@ class Recorder:
 
 
 @asynccontextmanager
-async def agent(model: ModelServer, data_dir: Path,
-                recorder: Recorder) -> AsyncIterator[Any]:
+async def agent(model: ModelServer, data_dir: Path, recorder: Recorder,
+                forms: bool = False) -> AsyncIterator[Any]:
     async with spawn_agent_process(recorder, sys.executable, "-m", "oi_lsp", "acp",
-                                   env=agent_env(model, data_dir),
+                                   env=agent_env(model, data_dir), use_unstable_protocol=forms,
                                    transport_kwargs={"stderr": None}) as (conn, _process):
-        await conn.initialize(protocol_version=1)
+        capabilities = ClientCapabilities(elicitation=ElicitationCapabilities(
+            form=ElicitationFormCapabilities())) if forms else None
+        await conn.initialize(protocol_version=1, client_capabilities=capabilities)
         yield conn
 
 
@@ -206,3 +223,26 @@ async def test_modes_commands_risk_and_cancel_while_asking(model: ModelServer, d
         done = await conn.prompt(session_id=sid, prompt=[text_block("auto")])
         assert done.stop_reason == "end_turn" and len(recorder.asked) == asked_before
         assert "unasked" in recorder.output()
+
+
+async def test_edit_through_an_elicitation_form(model: ModelServer, data_dir: Path,
+                                                workspace: Path) -> None:
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder, forms=True) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        model.script(ms.tool("python", "print('draft')"), ms.text("edited ran"))
+        recorder.choices = ["edit"]
+        done = await conn.prompt(session_id=session.session_id, prompt=[text_block("edit")])
+        assert done.stop_reason == "end_turn"
+        assert "edit" in [o.option_id for o in recorder.asked[0][1]]
+        assert recorder.asked[1][0] == "elicitation"
+        assert "edited" in recorder.output().replace("print('edited')", "")
+        history = model.requests[-1]["messages"]
+        assert any("edited" in str(m.get("content")) for m in history if m["role"] == "tool")
+    plain = Recorder()
+    async with agent(model, data_dir, plain) as conn:  # no forms: no Edit option
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        model.script(ms.tool("python", "print(1)"), ms.text("ok"))
+        plain.choices = ["reject_once"]
+        await conn.prompt(session_id=session.session_id, prompt=[text_block("x")])
+        assert "edit" not in [o.option_id for o in plain.asked[0][1]]

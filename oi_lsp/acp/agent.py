@@ -93,6 +93,8 @@ class OIAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+        elicitation = getattr(client_capabilities, "elicitation", None)
+        self.link.can_edit = getattr(elicitation, "form", None) is not None
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
@@ -263,7 +265,8 @@ async def serve() -> int:
     agent = OIAgent()
     try:
         # The SDK's Agent protocol lists unstable methods (fork, resume) this agent lacks.
-        await run_agent(cast(Any, agent))
+        # Elicitation (the Edit option) is unstable ACP.
+        await run_agent(cast(Any, agent), use_unstable_protocol=True)
     finally:
         await agent.workspaces.close_all()
     return 0

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from acp import Client, update_agent_message_text
-from acp.schema import PermissionOption
+from acp.schema import (
+    AcceptElicitationResponse,
+    ElicitationFormSessionMode,
+    ElicitationSchema,
+    ElicitationStringPropertySchema,
+    PermissionOption,
+)
 
 from .. import protocol
 from ..core.approval import Answer
@@ -25,6 +31,8 @@ OPTIONS = [PermissionOption(option_id="allow_once", name="Run", kind="allow_once
            PermissionOption(option_id="allow_always", name="Always run (auto mode)",
                             kind="allow_always"),
            PermissionOption(option_id="reject_once", name="Skip", kind="reject_once")]
+# Offered only to clients with form elicitation (unstable ACP): the code opens in a form.
+EDIT = PermissionOption(option_id="edit", name="Edit, then run", kind="allow_once")
 
 
 class AcpLink:
@@ -33,6 +41,7 @@ class AcpLink:
         self.conn: Client | None = None
         self.sessions: dict[str, str] = {}  # workspace URI → the ACP session shown there
         self.active: str | None = None  # the session that prompted last: where notes go
+        self.can_edit = False  # the client said it fills in elicitation forms
         self._max_output = max_output  # workspace URI → its maxOutput
         self._outcome = outcome  # workspace URI → the outcome of its last proposal
         self._always = always  # session id: the user chose "always run"
@@ -142,8 +151,8 @@ class AcpLink:
         start = call.start(proposal, "pending")
         self.update(session_id, start)
         await self._queue.join()  # the client knows the tool call before it is asked
-        asked: asyncio.Future[Any] = asyncio.ensure_future(self.conn.request_permission(
-            session_id=session_id, tool_call=call.permission(start), options=OPTIONS))
+        asked: asyncio.Future[Answer] = asyncio.ensure_future(
+            self._decision(session_id, call, start))
         waiting: list[asyncio.Future[Any]] = [asked, answer]
         try:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -151,16 +160,39 @@ class AcpLink:
             asked.cancel()
         if answer.done():
             return answer.result()
-        return self._decision(session_id, asked)
-
-    def _decision(self, session_id: str, asked: asyncio.Future[Any]) -> Answer:
         if asked.cancelled() or asked.exception() is not None:
+            log.warning("permission request failed: %s",
+                        None if asked.cancelled() else asked.exception())
             return Answer("skip")
-        outcome = asked.result().outcome
-        chosen = getattr(outcome, "option_id", None)
+        return asked.result()
+
+    async def _decision(self, session_id: str, call: Call, start: Any) -> Answer:
+        assert self.conn is not None
+        options = [*OPTIONS, EDIT] if self.can_edit else OPTIONS
+        response = await self.conn.request_permission(
+            session_id=session_id, tool_call=call.permission(start), options=options)
+        chosen = getattr(response.outcome, "option_id", None)  # None: cancelled
         if chosen == "allow_always":
             self._always(session_id)
+        if chosen == "edit":
+            return await self._edit(session_id, call)
         return Answer("run" if chosen in ("allow_once", "allow_always") else "skip")
+
+    async def _edit(self, session_id: str, call: Call) -> Answer:
+        """The code in a form the user edits; what they submit runs (declined: skipped)."""
+        assert self.conn is not None
+        schema = ElicitationSchema(properties={"code": ElicitationStringPropertySchema(
+            type="string", title=f"{call.language} code", default=call.code)},
+            required=["code"])
+        response = await self.conn.create_elicitation(
+            message="Edit the code, then run it", mode=ElicitationFormSessionMode(
+                session_id=session_id, tool_call_id=call.id, requested_schema=schema))
+        code = (response.content or {}).get("code") \
+            if isinstance(response, AcceptElicitationResponse) else None
+        if not isinstance(code, str) or not code.strip():
+            return Answer("skip")
+        call.code = code  # the tool call shows what runs
+        return Answer("edit", code=code)
 
     def show_text(self, text: str, error: bool = False) -> None:
         if error and self.active is not None:  # the rest reaches the client as the stream
