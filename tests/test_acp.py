@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import text_block
+from acp import RequestError, text_block
 from acp.schema import (
     AcceptElicitationResponse,
     AllowedOutcome,
@@ -246,3 +246,62 @@ async def test_edit_through_an_elicitation_form(model: ModelServer, data_dir: Pa
         plain.choices = ["reject_once"]
         await conn.prompt(session_id=session.session_id, prompt=[text_block("x")])
         assert "edit" not in [o.option_id for o in plain.asked[0][1]]
+
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAA"
+       "AABJRU5ErkJggg==")
+
+
+async def test_images_trimmed_output_and_max_steps(model: ModelServer, data_dir: Path,
+                                                   workspace: Path) -> None:
+    (workspace / ".oi").mkdir()  # the workspace's profile: the settings ACP has no channel for
+    (workspace / ".oi" / "profile.yaml").write_text("max_output: 300\nmax_steps: 1\n")
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="auto")
+        code = ("import base64\nfrom IPython.display import Image, display\n"
+                "for i in range(2000):\n    print(f'line {i}')\n"
+                f"display(Image(data=base64.b64decode({PNG!r})))")
+        model.script(ms.tool("python", code), ms.tool("python", "print('second')"))
+        done = await conn.prompt(session_id=session.session_id, prompt=[text_block("draw")])
+        assert done.stop_reason == "max_turn_requests"
+        updates = [u for u in recorder.updates if u.session_update == "tool_call_update"]
+        images = [c.content for u in updates for c in u.content or []
+                  if c.content.type == "image"]
+        assert images and images[-1].mime_type == "image/png" and images[-1].data == PNG
+        shown = updates[-1].content[1].content.text
+        assert "line 0" in shown and "line 1999" in shown and "characters omitted" in shown
+        assert len(shown) < 600
+        # Output streamed while it ran, throttled: more than one update, far fewer than lines.
+        assert 1 < len(updates) < 200
+
+
+async def test_a_model_error_is_a_request_error(model: ModelServer, data_dir: Path,
+                                                workspace: Path) -> None:
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        model.script(ms.error(401, "bad key"))
+        with pytest.raises(RequestError) as raised:
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+        assert raised.value.code == -32603 and raised.value.data["errorKind"] == "authFailed"
+
+
+async def test_two_sessions_in_one_folder_keep_their_conversations(
+        model: ModelServer, data_dir: Path, workspace: Path) -> None:
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        first = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        model.script(ms.text("one"))
+        await conn.prompt(session_id=first, prompt=[text_block("first topic")])
+        second = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        assert second != first
+        model.script(ms.text("two"), ms.text("three"))
+        await conn.prompt(session_id=second, prompt=[text_block("second topic")])
+        await conn.prompt(session_id=first, prompt=[text_block("first again")])
+        sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+        assert any("first topic" in str(c) for c in sent)
+        assert not any("second topic" in str(c) for c in sent)
+        listed = await conn.list_sessions(cwd=str(workspace))
+        assert {s.session_id for s in listed.sessions} == {first, second}
