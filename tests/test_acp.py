@@ -305,3 +305,14 @@ async def test_two_sessions_in_one_folder_keep_their_conversations(
         assert not any("second topic" in str(c) for c in sent)
         listed = await conn.list_sessions(cwd=str(workspace))
         assert {s.session_id for s in listed.sessions} == {first, second}
+
+        # While one session's turn runs, the other is refused, and cannot cancel it.
+        model.script(ms.text("slow answer", pieces=4, delay=0.5))
+        turn = asyncio.create_task(conn.prompt(session_id=first, prompt=[text_block("slow")]))
+        await recorder.until(lambda: "slow" in recorder.text())
+        with pytest.raises(RequestError) as raised:
+            await conn.prompt(session_id=second, prompt=[text_block("me too")])
+        assert raised.value.code == -32803
+        await conn.cancel(session_id=second)
+        assert (await turn).stop_reason == "end_turn"
+

@@ -177,14 +177,12 @@ class OIAgent:
         session.mode = mode_id
         await self.workspaces.get(session.workspace).configure({"autoRun": mode_id == "auto"})
 
-    def _always(self, session_id: str) -> None:
+    async def _always(self, session_id: str) -> None:
         """"Always run" chosen in a permission request: the session goes to auto mode."""
         session = self.sessions.get(session_id)
-        if session is None:
-            return
-        session.mode = "auto"
-        self.workspaces.get(session.workspace).layers.overrides["autoRun"] = True
-        self.link.update(session_id, update_current_mode("auto"))
+        if session is not None:
+            await self._set_mode(session, "auto")
+            self.link.update(session_id, update_current_mode("auto"))
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -201,14 +199,18 @@ class OIAgent:
         if not text.strip():
             raise RequestError.invalid_params({"prompt": "no text"})
         try:
+            workspace.check_idle()  # another session's turn here: its updates stay its own
             if workspace.conversation.id != session.conversation:
                 await workspace.open_conversation(session.conversation)
-            self.link.sessions[workspace.uri] = self.link.active = session_id
-            result = await workspace.chat(ChatParams(message=text, workspace=workspace.uri))
         except Busy as exc:
             raise RequestError(-32803, str(exc)) from exc
+        self.link.sessions[workspace.uri] = self.link.active = session_id
+        try:
+            result = await workspace.chat(ChatParams(message=text, workspace=workspace.uri))
+        except Busy as exc:  # one began meanwhile
+            raise RequestError(-32803, str(exc)) from exc
         finally:
-            await self.link.drain(workspace.uri)
+            await self.link.drain(workspace.uri)  # every update before the answer
         session.conversation = workspace.conversation.id  # /reset starts a new one
         if result.status == "stopped":
             return PromptResponse(stop_reason="cancelled")
@@ -223,7 +225,8 @@ class OIAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)
-        if session is not None:  # stopping drops the open proposal: its request is cancelled
+        # Only the session whose turn runs there stops it (stopping drops the open proposal).
+        if session is not None and self.link.sessions.get(session.workspace) == session_id:
             await self.workspaces.get(session.workspace).stop()
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:

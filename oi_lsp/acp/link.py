@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp import Client, update_agent_message_text
@@ -37,7 +37,8 @@ EDIT = PermissionOption(option_id="edit", name="Edit, then run", kind="allow_onc
 
 class AcpLink:
     def __init__(self, max_output: Callable[[str], int],
-                 outcome: Callable[[str], Any], always: Callable[[str], None]) -> None:
+                 outcome: Callable[[str], Any],
+                 always: Callable[[str], Awaitable[None]]) -> None:
         self.conn: Client | None = None
         self.sessions: dict[str, str] = {}  # workspace URI → the ACP session shown there
         self.active: str | None = None  # the session that prompted last: where notes go
@@ -173,7 +174,7 @@ class AcpLink:
             session_id=session_id, tool_call=call.permission(start), options=options)
         chosen = getattr(response.outcome, "option_id", None)  # None: cancelled
         if chosen == "allow_always":
-            self._always(session_id)
+            await self._always(session_id)
         if chosen == "edit":
             return await self._edit(session_id, call)
         return Answer("run" if chosen in ("allow_once", "allow_always") else "skip")
