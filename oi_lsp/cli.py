@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-file", help="write the log here instead of stderr")
-    commands = parser.add_subparsers(dest="command", metavar="{chat}")
+    commands = parser.add_subparsers(dest="command", metavar="{chat,acp}")
     chat = commands.add_parser(
         "chat", help="chat in this terminal (starts the server as a child)",
         description="Talk to the model in this terminal: it proposes code, you approve it, "
@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .tui.app import add_arguments  # light: it imports rich only when it runs
 
     add_arguments(chat)
+    commands.add_parser(
+        "acp", help="serve the Agent Client Protocol over stdio (Zed, JetBrains, ...)",
+        description="An ACP agent over stdio on the same core: sessions are workspace "
+                    "conversations; settings come from the environment (OI_MODEL, ...) and "
+                    "profiles.")
     return parser
 
 
@@ -53,6 +58,15 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(chat_main(args))
     setup_logging(args.log_level, args.log_file)
+    if args.command == "acp":
+        import asyncio
+
+        from .acp.agent import serve as serve_acp  # the ACP SDK only for this command
+
+        code = asyncio.run(serve_acp())
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(code)
     try:
         code = serve(args)
     except SystemExit as exc:  # `exit`: 0 after a `shutdown` request, 1 without one

@@ -20,9 +20,12 @@ MAX_FUNCTION = 60
 # executors sit below the core; the terminal client reaches the server only through the
 # protocol (its client); the shared leaf modules import nothing of oi-lsp's own.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "oi_lsp.core": (*LSP_LIBRARIES, "oi_lsp.lsp", "oi_lsp.tui", "oi_lsp.client", "oi_lsp.cli"),
-    "oi_lsp.executors": (*LSP_LIBRARIES, "oi_lsp.core", "oi_lsp.lsp", "oi_lsp.tui",
-                         "oi_lsp.client", "oi_lsp.cli"),
+    "oi_lsp.core": (*LSP_LIBRARIES, "acp", "oi_lsp.lsp", "oi_lsp.acp", "oi_lsp.tui",
+                    "oi_lsp.client", "oi_lsp.cli"),
+    "oi_lsp.executors": (*LSP_LIBRARIES, "acp", "oi_lsp.core", "oi_lsp.lsp", "oi_lsp.acp",
+                         "oi_lsp.tui", "oi_lsp.client", "oi_lsp.cli"),
+    # The ACP front end sits on the core as the LSP one does, and never on the LSP one.
+    "oi_lsp.acp": (*LSP_LIBRARIES, "oi_lsp.lsp", "oi_lsp.tui", "oi_lsp.client", "oi_lsp.cli"),
     "oi_lsp.tui": ("oi_lsp.core", "oi_lsp.executors", "oi_lsp.lsp"),
     "oi_lsp.protocol": ("oi_lsp",),
     "oi_lsp.languages": ("oi_lsp",),

@@ -1,0 +1,204 @@
+"""AcpLink: the core's Link for ACP. The oi/* notifications become session updates (model
+text, tool calls and their output), sent in order by one writer task; a proposal becomes a
+tool call and a session/request_permission."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from acp import Client, update_agent_message_text
+from acp.schema import (
+    AcceptElicitationResponse,
+    ElicitationFormSessionMode,
+    ElicitationSchema,
+    ElicitationStringPropertySchema,
+    PermissionOption,
+)
+
+from .. import protocol
+from ..core.approval import Answer
+from ..protocol import Proposal
+from .calls import Call, status_of
+
+log = logging.getLogger(__name__)
+
+OUTPUT_INTERVAL = 0.1  # seconds between two output updates of one running tool call
+OPTIONS = [PermissionOption(option_id="allow_once", name="Run", kind="allow_once"),
+           PermissionOption(option_id="allow_always", name="Always run (auto mode)",
+                            kind="allow_always"),
+           PermissionOption(option_id="reject_once", name="Skip", kind="reject_once")]
+# Offered only to clients with form elicitation (unstable ACP): the code opens in a form.
+EDIT = PermissionOption(option_id="edit", name="Edit, then run", kind="allow_once")
+
+
+class AcpLink:
+    def __init__(self, max_output: Callable[[str], int],
+                 outcome: Callable[[str], Any],
+                 always: Callable[[str], Awaitable[None]]) -> None:
+        self.conn: Client | None = None
+        self.sessions: dict[str, str] = {}  # workspace URI → the ACP session shown there
+        self.active: str | None = None  # the session that prompted last: where notes go
+        self.can_edit = False  # the client said it fills in elicitation forms
+        self._max_output = max_output  # workspace URI → its maxOutput
+        self._outcome = outcome  # workspace URI → the outcome of its last proposal
+        self._always = always  # session id: the user chose "always run"
+        self._calls: dict[str, Call] = {}  # workspace URI → its open tool call
+        self._last: dict[str, float] = {}  # tool call id → when its output was last sent
+        self._flushes: dict[str, asyncio.TimerHandle] = {}
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+
+    # The writer: updates leave in the order the core made them -------------------------
+
+    def update(self, session_id: str, update: Any) -> None:
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+        self._queue.put_nowait((session_id, update))
+
+    async def _write(self) -> None:
+        while True:
+            session_id, update = await self._queue.get()
+            try:
+                if self.conn is not None:
+                    await self.conn.session_update(session_id, update)
+            except Exception as exc:  # a client gone or refusing: the turn goes on
+                log.warning("session/update failed: %s", exc)
+            finally:
+                self._queue.task_done()
+
+    async def drain(self, workspace: str) -> None:
+        """Close the workspace's tool call and wait until every update has been written."""
+        self._finish(workspace)
+        await self._queue.join()
+
+    # Link ------------------------------------------------------------------------------
+
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        workspace = params.get("workspace", "")
+        session_id = self.sessions.get(workspace)
+        if session_id is None:
+            return
+        if method == protocol.PROPOSAL and params.get("autoRun"):
+            proposal = Proposal.model_validate(params)
+            self._finish(workspace)
+            call = self._calls[workspace] = Call(proposal.proposal_id, proposal.language,
+                                                 proposal.code)
+            self.update(session_id, call.start(proposal, "in_progress"))
+        elif method == protocol.STREAM:
+            self._stream(workspace, session_id, params)
+
+    def _stream(self, workspace: str, session_id: str, chunk: dict[str, Any]) -> None:
+        kind, fmt, content = chunk.get("type"), chunk.get("format"), chunk.get("content")
+        call = self._calls.get(workspace)
+        if kind == "message" and chunk.get("role") == "assistant" and content:
+            # The model speaks again: the run before has ended and its outcome is recorded.
+            self._finish(workspace)
+            self.update(session_id, update_agent_message_text(content))
+        elif call is None:
+            if kind == "console" and fmt == "output" and content:  # a % command's answer
+                self.update(session_id, update_agent_message_text(content))
+        elif kind == "confirmation" and chunk.get("start"):
+            call.ran = True
+            self.update(session_id, call.progress(self._max_output(workspace), "in_progress"))
+        elif kind == "console" and fmt == "output" and content:
+            call.output += content
+            self._output_soon(workspace, session_id, call)
+        elif kind == "image" or (kind == "code" and fmt == "html"):
+            call.add_image(fmt, content, bool(chunk.get("start")), bool(chunk.get("end")))
+            self._output_soon(workspace, session_id, call)
+
+    def _output_soon(self, workspace: str, session_id: str, call: Call) -> None:
+        """Throttled: at once after a quiet spell, then at most every OUTPUT_INTERVAL."""
+        if call.id in self._flushes:
+            return
+        wait = self._last.get(call.id, 0.0) + OUTPUT_INTERVAL - time.monotonic()
+
+        def flush() -> None:
+            self._flushes.pop(call.id, None)
+            self._last[call.id] = time.monotonic()
+            if self._calls.get(workspace) is call:
+                self.update(session_id, call.progress(self._max_output(workspace)))
+
+        if wait <= 0:
+            flush()
+        else:
+            self._flushes[call.id] = asyncio.get_running_loop().call_later(wait, flush)
+
+    def _finish(self, workspace: str) -> None:
+        """The open tool call ends: its last output and its status from the proposal's
+        outcome (ran → completed; skipped, failed, stopped → failed)."""
+        call = self._calls.pop(workspace, None)
+        session_id = self.sessions.get(workspace)
+        if call is None or session_id is None:
+            return
+        handle = self._flushes.pop(call.id, None)
+        if handle is not None:
+            handle.cancel()
+        self._last.pop(call.id, None)
+        self.update(session_id, call.progress(self._max_output(workspace),
+                                              status_of(self._outcome(workspace))))
+
+    async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
+        session_id = self.sessions.get(proposal.workspace)
+        if session_id is None or self.conn is None:
+            return Answer("skip")
+        self._finish(proposal.workspace)
+        call = self._calls[proposal.workspace] = Call(proposal.proposal_id, proposal.language,
+                                                      proposal.code)
+        start = call.start(proposal, "pending")
+        self.update(session_id, start)
+        await self._queue.join()  # the client knows the tool call before it is asked
+        asked: asyncio.Future[Answer] = asyncio.ensure_future(
+            self._decision(session_id, call, start))
+        waiting: list[asyncio.Future[Any]] = [asked, answer]
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asked.cancel()
+        if answer.done():
+            return answer.result()
+        if asked.cancelled() or asked.exception() is not None:
+            log.warning("permission request failed: %s",
+                        None if asked.cancelled() else asked.exception())
+            return Answer("skip")
+        return asked.result()
+
+    async def _decision(self, session_id: str, call: Call, start: Any) -> Answer:
+        assert self.conn is not None
+        options = [*OPTIONS, EDIT] if self.can_edit else OPTIONS
+        response = await self.conn.request_permission(
+            session_id=session_id, tool_call=call.permission(start), options=options)
+        chosen = getattr(response.outcome, "option_id", None)  # None: cancelled
+        if chosen == "allow_always":
+            await self._always(session_id)
+        if chosen == "edit":
+            return await self._edit(session_id, call)
+        return Answer("run" if chosen in ("allow_once", "allow_always") else "skip")
+
+    async def _edit(self, session_id: str, call: Call) -> Answer:
+        """The code in a form the user edits; what they submit runs (declined: skipped)."""
+        assert self.conn is not None
+        schema = ElicitationSchema(properties={"code": ElicitationStringPropertySchema(
+            type="string", title=f"{call.language} code", default=call.code)},
+            required=["code"])
+        response = await self.conn.create_elicitation(
+            message="Edit the code, then run it", mode=ElicitationFormSessionMode(
+                session_id=session_id, tool_call_id=call.id, requested_schema=schema))
+        code = (response.content or {}).get("code") \
+            if isinstance(response, AcceptElicitationResponse) else None
+        if not isinstance(code, str) or not code.strip():
+            return Answer("skip")
+        call.code = code  # the tool call shows what runs
+        return Answer("edit", code=code)
+
+    def show_text(self, text: str, error: bool = False) -> None:
+        if error and self.active is not None:  # the rest reaches the client as the stream
+            self.update(self.active, update_agent_message_text(f"\n\n**oi-lsp:** {text}\n"))
+
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        self.show_text(text, error=True)
+        return None  # ACP has no question with free actions: nobody agreed
