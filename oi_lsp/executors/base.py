@@ -71,6 +71,8 @@ class Executor(ABC):
     # Set by the session before a run (setting activeLine): executors that can tell which line
     # runs (Python kernels, bash) then emit `console`/`active_line` chunks; others ignore it.
     active_line: bool = False
+    # Start with the server's key variables in the environment (setting passKeysToRepls).
+    pass_keys: bool = False
 
     @abstractmethod
     async def start(self) -> None: ...

@@ -1,0 +1,43 @@
+"""The keys the server reads (OI_API_KEY, the providers' *_API_KEY, the gateway and --tcp
+tokens) never reach a REPL's environment, where code the model writes could print them into the
+conversation, unless `passKeysToRepls` asks for them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import StartServer
+from tests.modelserver import ModelServer
+
+SECRETS = {"OPENAI_API_KEY": "sk-openai-secret", "OI_API_KEY": "sk-oi-secret",
+           "OI_LSP_TOKEN": "token-secret", "GROQ_API_KEY": "gsk-secret"}
+PY = ("import os\nprint(sorted(k for k in os.environ if k in "
+      f"{sorted(SECRETS)!r}), os.environ.get('PLAIN_SETTING'))")
+SH = "echo \"[$OPENAI_API_KEY|$OI_API_KEY|$GROQ_API_KEY|$PLAIN_SETTING]\""
+
+
+async def test_keys_stay_out_of_repls(start_server: StartServer, workspace: Path) -> None:
+    client = await start_server(workspace, env={**SECRETS, "PLAIN_SETTING": "kept"})
+    python = await client.execute("python", PY)
+    assert python["outputs"][0]["content"] == "[] kept\n"
+    shell = await client.execute("shell", SH)
+    assert shell["outputs"][0]["content"] == "[|||kept]\n"
+    node = await client.execute("javascript", "console.log(process.env.OPENAI_API_KEY ?? 'none')")
+    assert node["outputs"][0]["content"] == "none\n"
+
+
+async def test_passed_when_asked(start_server: StartServer, workspace: Path,
+                                 model: ModelServer) -> None:
+    client = await start_server(workspace, env={**SECRETS, "PLAIN_SETTING": "kept"},
+                                options=model.settings(passKeysToRepls=True))
+    shell = await client.execute("shell", SH)
+    assert shell["outputs"][0]["content"] == "[sk-openai-secret|sk-oi-secret|gsk-secret|kept]\n"
+
+
+async def test_a_change_applies_from_the_next_restart(start_server: StartServer,
+                                                      workspace: Path) -> None:
+    client = await start_server(workspace, env=SECRETS)
+    await client.request("oi/configure", {"passKeysToRepls": True})
+    await client.request("oi/reset", {})
+    python = await client.execute("python", PY)
+    assert python["outputs"][0]["content"] == f"{sorted(SECRETS)!r} None\n"
