@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from ..keys import is_key
 from .base import Chunk, Emit, prefix_overlap, strip_ansi
 
 # How long interrupted code may take to stop before the group gets SIGTERM, then SIGKILL;
@@ -24,18 +25,9 @@ PROCESS_REINTERRUPT = 0.3
 READ_SIZE = 65536
 
 
-# The environment variables the server reads keys from: the model's (OI_API_KEY, and the
-# providers' *_API_KEY that litellm reads), the kernel gateway's token and the --tcp/--ws token.
-# Code the model writes, or output that goes back to it, must not see them.
-KEY_VARIABLES = frozenset({"OI_API_KEY", "OI_KERNEL_GATEWAY_TOKEN", "OI_LSP_TOKEN"})
-
-
-def is_key(name: str) -> bool:
-    return name in KEY_VARIABLES or name.upper().endswith("_API_KEY")
-
-
 def repl_environ(pass_keys: bool = False) -> dict[str, str]:
-    """The environment a REPL starts with: the server's, without the keys (unless asked)."""
+    """The environment a REPL starts with: the server's, without the keys it reads (unless
+    asked): code the model writes, and output that goes back to it, must not see them."""
     if pass_keys:
         return dict(os.environ)
     return {name: value for name, value in os.environ.items() if not is_key(name)}

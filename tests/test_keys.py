@@ -1,11 +1,12 @@
 """The keys the server reads (OI_API_KEY, the providers' *_API_KEY, the gateway and --tcp
 tokens) never reach a REPL's environment, where code the model writes could print them into the
-conversation, unless `passKeysToRepls` asks for them."""
+conversation, unless `passKeysToRepls` asks for them; and no error text shows one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests import modelserver as ms
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer
 
@@ -41,3 +42,15 @@ async def test_a_change_applies_from_the_next_restart(start_server: StartServer,
     await client.request("oi/reset", {})
     python = await client.execute("python", PY)
     assert python["outputs"][0]["content"] == f"{sorted(SECRETS)!r} None\n"
+
+
+async def test_error_texts_mask_every_key_by_value(start_server: StartServer, workspace: Path,
+                                                   model: ModelServer) -> None:
+    """A model server that echoes the Authorization header: a key from the environment,
+    whatever its shape, never shows in the turn's error."""
+    client = await start_server(workspace, env={"GROQ_API_KEY": "gsk_Zq81vTr5secret",
+                                                "OI_LSP_TOKEN": "tok-9f8e7d6c5b"})
+    model.script(ms.error(400, "bad request from Bearer gsk_Zq81vTr5secret (tok-9f8e7d6c5b)"))
+    result = await client.chat("hi")
+    assert result["status"] == "error" and "bad request from Bearer ***" in result["error"]
+    assert "gsk_Zq81vTr5secret" not in result["error"] and "tok-9f8e7d6c5b" not in result["error"]
