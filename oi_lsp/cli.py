@@ -14,7 +14,7 @@ from . import __version__
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="oi-lsp",
+        prog="oi-lsp", allow_abbrev=False,  # `--token` must not pass for --token-file
         description="Open Interpreter as a language server: a model proposes code, you approve "
                     "it, it runs in a persistent REPL of your workspace. An editor starts "
                     "`oi-lsp` and talks LSP over stdio.")
@@ -25,9 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     transport.add_argument("--ws", action="store_true", help="serve over WebSocket")
     parser.add_argument("--host", default="127.0.0.1", help="address for --tcp/--ws")
     parser.add_argument("--port", type=int, default=2087, help="port for --tcp/--ws")
-    parser.add_argument("--token", help="the token --tcp/--ws clients must send in "
-                        "initializationOptions.token (default: $OI_LSP_TOKEN, else a random "
-                        "one printed to stderr)")
+    parser.add_argument("--token", help=argparse.SUPPRESS)  # refused with a pointer, below
+    parser.add_argument("--token-file", metavar="PATH",
+                        help="a file whose first line is the token --tcp/--ws clients must send "
+                        "in initializationOptions.token (else $OI_LSP_TOKEN, else a random one "
+                        "printed to stderr); never on the command line, where `ps` shows it")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow --host to be an address other than loopback (anyone who "
                         "reaches it and has the token can run code here)")
@@ -52,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.token is not None:
+        parser.error("--token is not accepted: `ps` would show the token to every user of this "
+                     "machine; pass --token-file PATH or set $OI_LSP_TOKEN")
     if args.command == "chat":
         from .tui.app import main as chat_main
 
@@ -122,11 +128,22 @@ def network_token(args: argparse.Namespace) -> str:
         logging.getLogger(__name__).warning(
             "listening on %s: anyone who can reach it and has the token can run code on "
             "this machine", args.host)
-    token = args.token or os.environ.get("OI_LSP_TOKEN")
+    token = _read_token(args.token_file) if args.token_file else os.environ.get("OI_LSP_TOKEN")
     if not token:
         token = new_token()
         print(f"oi-lsp token: {token}", file=sys.stderr, flush=True)
     return str(token)
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            token = fh.readline().strip()
+    except OSError as exc:
+        sys.exit(f"oi-lsp: cannot read the token file {path}: {exc.strerror or exc}")
+    if not token:
+        sys.exit(f"oi-lsp: the token file {path} is empty")
+    return token
 
 
 def _is_loopback(host: str) -> bool:

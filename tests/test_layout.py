@@ -31,6 +31,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "oi_lsp.languages": ("oi_lsp",),
     "oi_lsp.files": ("oi_lsp",),
     "oi_lsp.uris": ("oi_lsp",),
+    "oi_lsp.keys": ("oi_lsp",),
 }
 
 

@@ -260,7 +260,9 @@ async def test_ws_requires_the_token(workspace: Path, data_dir: Path) -> None:
     from websockets.asyncio.client import connect as ws_connect
 
     port = free_port()
-    proc = await start_network("--ws", "--port", str(port), "--token", "s3cret-token",
+    token_file = data_dir / "token"
+    token_file.write_text("s3cret-token\n")
+    proc = await start_network("--ws", "--port", str(port), "--token-file", str(token_file),
                                env={"OI_LSP_DATA_DIR": str(data_dir)})
     try:
         async with asyncio.timeout(30):
@@ -305,3 +307,23 @@ async def test_token_from_env_and_remote_bind_needs_a_flag() -> None:
 def _read_all(folder: Path) -> str:
     """Every file under `folder`, as text (the saved sessions, spill files, ...)."""
     return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+
+
+def test_the_token_is_never_a_command_line_argument(tmp_path: Path) -> None:
+    """`ps` shows every process's arguments to every user: the token comes from a file or the
+    environment, and --help says so."""
+    import subprocess
+
+    help_text = subprocess.run([*server_command(), "--help"], capture_output=True, text=True,
+                               check=True).stdout
+    assert "--token-file" in help_text and "ps" in help_text
+    assert "--token " not in help_text and "--token TOKEN" not in help_text
+    refused = subprocess.run([*server_command(), "--tcp", "--token", "visible"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--token is not accepted" in refused.stderr
+    assert "--token-file PATH or set $OI_LSP_TOKEN" in refused.stderr
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    failed = subprocess.run([*server_command(), "--tcp", "--token-file", str(empty)],
+                            capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1 and "is empty" in failed.stderr

@@ -181,8 +181,8 @@ def _free_port() -> int:
 async def test_network_transports(transport: str, data_dir: Path, workspace: Path) -> None:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
-        *server_command(), transport, "--port", str(port), "--token", "test-token",
-        env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir)},
+        *server_command(), transport, "--port", str(port),
+        env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir), "OI_LSP_TOKEN": "test-token"},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL)
     client = OIClient()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from .. import keys
 from ..protocol import ErrorKind
 from . import model_presets
 from .settings import Settings
@@ -261,8 +262,10 @@ def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False
 
 
 def _redact(text: str, settings: Settings) -> str:
-    if settings.api_key is not None:
-        text = text.replace(settings.api_key.get_secret_value(), "***")
+    """Every key the server knows, by value (a server may echo the Authorization header),
+    and anything shaped like an OpenAI key."""
+    known = [settings.api_key.get_secret_value()] if settings.api_key is not None else []
+    text = keys.mask(text, known)
     return re.sub(r"(sk-|key-)[A-Za-z0-9_\-]{6,}", r"\1***", text)
 
 

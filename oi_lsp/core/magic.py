@@ -75,23 +75,32 @@ class MagicError(Exception):
 
 
 def is_command(message: str) -> bool:
-    return message.lstrip().startswith("%")
+    """Only a message whose first line is a command is one: `%% <command>`, a known `%name`,
+    or a lone line shaped like one (answered as unknown). A pasted notebook cell (`%%bash`
+    and its lines) or `%matplotlib inline` above a question goes to the model."""
+    first, _, rest = message.strip().partition("\n")
+    name, _ = split(first)
+    if name == "%%":
+        return first == "%%" or first[2:3].isspace()
+    return name in COMMANDS or (not rest.strip() and re.fullmatch(r"%[a-z_]+", name) is not None)
 
 
-def split(message: str) -> tuple[str, str]:
-    """('%%', command) or ('%name', argument)."""
-    text = message.strip()
+def split(line: str) -> tuple[str, str]:
+    """('%%', command) or ('%name', argument) of a command line."""
+    text = line.strip()
     if text.startswith("%%"):
         return "%%", text[2:].strip()
     name, _, arg = text.partition(" ")
-    if "\n" in name:
-        name, _, rest = name.partition("\n")
-        arg = f"{rest}\n{arg}".strip()
     return name.lower(), arg.strip()
 
 
 async def run(message: str, host: Host, console: Console) -> Outcome:
-    name, arg = split(message)
+    """Run the command on the message's first line; the lines after it are not run."""
+    first, _, rest = message.strip().partition("\n")
+    name, arg = split(first)
+    if rest.strip():
+        console.say("Only the first line of a message is a command: the lines after it were "
+                    "not run.\n")
     command = COMMANDS.get(name)
     if command is None:
         console.say(f"Unknown command {name}.\n\n{HELP}")

@@ -31,7 +31,8 @@ def options_of(settings: Settings) -> registry.ReplOptions:
         kernel_name=gateway.kernel_name, request_timeout=gateway.request_timeout,
         keep_kernel=settings.keep_kernel)
     return registry.ReplOptions(kernel_name=settings.kernel_name,
-                                keep_kernel=settings.keep_kernel, gateway=config)
+                                keep_kernel=settings.keep_kernel,
+                                pass_keys=settings.pass_keys_to_repls, gateway=config)
 
 
 class Repls:
@@ -77,7 +78,9 @@ class Repls:
         try:
             name = registry.canonical(language)
             executor = self._executor(name)
-            executor.active_line = self._settings().active_line
+            settings = self._settings()
+            executor.active_line = settings.active_line
+            executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
             return await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
                 lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))
@@ -96,6 +99,9 @@ class Repls:
             self._activity.set(turn_id, "idle")
 
     async def restart_all(self) -> None:
+        pass_keys = self._settings().pass_keys_to_repls
+        for executor in self.executors.values():
+            executor.pass_keys = pass_keys
         await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
 
     async def close(self) -> None:

@@ -65,6 +65,9 @@ class Settings(BaseModel):
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # run kernels on a Jupyter gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
+    # REPLs start with the server's key variables (OI_API_KEY, *_API_KEY, ...) in their
+    # environment; off, code the model writes cannot read them.
+    pass_keys_to_repls: bool = False
     verbose: bool = False  # log every model request (%verbose)
     # Past this resident memory (MB) a REPL is restarted, when the user agrees ("ask") or at once.
     kernel_memory_limit_mb: int | None = Field(default=None, gt=0, alias="kernelMemoryLimitMB")

@@ -18,9 +18,20 @@ ChunkKind = Literal["console", "image", "code"]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
+# What is left of control characters once escape sequences are gone: C0 but tab, newline,
+# carriage return (progress bars) and STX/ETX (they frame active-line markers, which the line
+# filter takes out after this; a terminal does nothing with them), DEL and C1. Removed one by
+# one, so no sequence can be rebuilt from the pieces, nor across two chunks of output.
+_CONTROLS = dict.fromkeys([0x00, 0x01, *range(0x04, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20),
+                           0x7f, *range(0x80, 0xa0)])
+
+
 def strip_ansi(text: str) -> str:
-    """Remove terminal escapes: neither the model nor a chat buffer can use them."""
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    """Remove terminal escapes and control characters: neither the model nor a chat buffer
+    can use them, and a terminal must not obey them."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return text.translate(_CONTROLS)
 
 
 def prefix_overlap(text: str, marker: str) -> int:
@@ -71,6 +82,8 @@ class Executor(ABC):
     # Set by the session before a run (setting activeLine): executors that can tell which line
     # runs (Python kernels, bash) then emit `console`/`active_line` chunks; others ignore it.
     active_line: bool = False
+    # Start with the server's key variables in the environment (setting passKeysToRepls).
+    pass_keys: bool = False
 
     @abstractmethod
     async def start(self) -> None: ...

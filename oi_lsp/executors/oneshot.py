@@ -62,7 +62,8 @@ class OneShotExecutor(Executor):
             with tempfile.TemporaryDirectory(prefix=f"oi-{self.language}-") as folder:
                 path = Path(folder) / f"Main{self.suffix}"
                 path.write_text(self.prepare(code), encoding="utf-8")
-                proc = self._proc = await spawn(self.command(path), self.cwd, stdin_pipe=False)
+                proc = self._proc = await spawn(self.command(path), self.cwd, stdin_pipe=False,
+                                                pass_keys=self.pass_keys)
                 assert proc.stdout is not None
                 reader = OutputReader(proc.stdout)
                 try:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from ..keys import is_key
 from .base import Chunk, Emit, prefix_overlap, strip_ansi
 
 # How long interrupted code may take to stop before the group gets SIGTERM, then SIGKILL;
@@ -24,6 +25,14 @@ PROCESS_REINTERRUPT = 0.3
 READ_SIZE = 65536
 
 
+def repl_environ(pass_keys: bool = False) -> dict[str, str]:
+    """The environment a REPL starts with: the server's, without the keys it reads (unless
+    asked): code the model writes, and output that goes back to it, must not see them."""
+    if pass_keys:
+        return dict(os.environ)
+    return {name: value for name, value in os.environ.items() if not is_key(name)}
+
+
 def no_input() -> int:
     """/dev/null opened for writing only, to be a program's stdin: reading it fails at once
     (EBADF) in every language, where an empty stdin would hang nothing but pass silently."""
@@ -31,16 +40,18 @@ def no_input() -> int:
 
 
 async def spawn(argv: Sequence[str], cwd: Path, *, stdin_pipe: bool,
-                env: dict[str, str] | None = None,
+                env: dict[str, str] | None = None, pass_keys: bool = False,
                 pass_fds: Sequence[int] = ()) -> asyncio.subprocess.Process:
     """Start `argv` in its own session (so its whole tree can be signalled), stderr merged into
-    stdout (one stream, in the order it was written), stdin a pipe or `no_input()`."""
+    stdout (one stream, in the order it was written), stdin a pipe or `no_input()`; its
+    environment is repl_environ() with `env` on top."""
     stdin = asyncio.subprocess.PIPE if stdin_pipe else no_input()
     try:
         return await asyncio.create_subprocess_exec(
             *argv, cwd=str(cwd), stdin=stdin,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, **(env or {})}, pass_fds=tuple(pass_fds))
+            start_new_session=True, env={**repl_environ(pass_keys), **(env or {})},
+            pass_fds=tuple(pass_fds))
     finally:
         if stdin != asyncio.subprocess.PIPE:
             os.close(stdin)

@@ -73,6 +73,7 @@ class ReplOptions:
 
     kernel_name: str = "python3"  # the Python kernelspec
     keep_kernel: bool = False  # leave local kernels running for the next server
+    pass_keys: bool = False  # local REPLs start with the server's key variables
     gateway: GatewayConfig | None = None  # run kernels on this Jupyter gateway
 
 
@@ -88,8 +89,8 @@ def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
         if language == "python":
             return GatewayKernelExecutor(language, options.kernel_name, cwd, options.gateway)
         return remote_or_local(language, cwd, options.gateway,
-                               lambda: _create_local(language, cwd, options.kernel_name))
-    return _create_local(language, cwd, options.kernel_name, keep=options.keep_kernel)
+                               lambda: _create_local(language, cwd, options))
+    return _create_local(language, cwd, options, keep=options.keep_kernel)
 
 
 async def remote_kernels(options: ReplOptions) -> dict[str, str]:
@@ -106,7 +107,14 @@ async def remote_kernels(options: ReplOptions) -> dict[str, str]:
         return {}
 
 
-def _create_local(language: str, cwd: Path, kernel_name: str, keep: bool = False) -> Executor:
+def _create_local(language: str, cwd: Path, options: ReplOptions,
+                  keep: bool = False) -> Executor:
+    executor = _local(language, cwd, options.kernel_name, keep)
+    executor.pass_keys = options.pass_keys
+    return executor
+
+
+def _local(language: str, cwd: Path, kernel_name: str, keep: bool) -> Executor:
     if language == "python":
         return KernelExecutor("python", kernel_name, cwd, keep=keep)
     kernel = installed_kernels().get(language)

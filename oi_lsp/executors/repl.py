@@ -182,7 +182,7 @@ class ReplExecutor(Executor):
             os.set_inheritable(read_fd, True)
             env["OI_CMD_FD"] = str(read_fd)
         try:
-            self._proc = await spawn(self.spec.argv, self.cwd, env=env,
+            self._proc = await spawn(self.spec.argv, self.cwd, env=env, pass_keys=self.pass_keys,
                                      stdin_pipe=self.spec.channel == "stdin",
                                      pass_fds=() if read_fd is None else (read_fd,))
         except BaseException:

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.control import strip_control_codes
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.panel import Panel
@@ -24,6 +25,24 @@ from .. import languages
 
 HISTORY_SHOWN = 6  # messages of a continued conversation shown at start
 REDRAW_INTERVAL = 1 / 15  # seconds between redraws of the block being written
+
+# Every control character but tab and newline (C0, DEL, C1), and the bidirectional overrides
+# that make a line show other than it is (Trojan Source).
+_UNSAFE = dict.fromkeys([*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0),
+                         *range(0x202a, 0x202f), *range(0x2066, 0x206a)])
+
+
+def safe(text: str) -> str:
+    """Untrusted text (model text, code, output, names) as plain text: nothing reaches the
+    terminal that it would obey. Character by character, so an escape split across two chunks
+    cannot join either."""
+    return strip_control_codes(text.replace("\r\n", "\n"), _UNSAFE)
+
+
+def safe_output(text: str) -> str:
+    """A run's output: as `safe`, a carriage return (progress bars) starting a new line."""
+    return safe(text.replace("\r\n", "\n").replace("\r", "\n"))
+
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -89,7 +108,7 @@ class Renderer:
             if params.get("start"):
                 self.finish()
             if content:
-                self._message(content)
+                self._message(safe(content))
             if params.get("end"):
                 self.finish()
         elif type_ == "console" and params.get("format") == "active_line":
@@ -97,14 +116,15 @@ class Renderer:
         elif type_ == "console":
             self.finish()
             if content:
-                self.raw(content)
+                self.raw(safe_output(content))
         elif type_ == "image" and content:
-            fmt = str(params.get("format") or "")
+            fmt = safe(str(params.get("format") or ""))
             size = len(content) * 3 // 4 if fmt.startswith("base64") else len(content)
             self.note(f"[image output: {fmt}, {size // 1024 + 1} KB; open the workspace in an "
                       "editor to see it]")
         elif type_ == "code" and content:
-            self.note(f"[{params.get('format') or 'code'} output: {len(content)} characters]")
+            self.note(f"[{safe(str(params.get('format') or 'code'))} output: "
+                      f"{len(content)} characters]")
         # `status` needs no drawing; `confirmation` is shown by the app (it knows what was
         # proposed, so it shows the code again only when the user edited it).
 
@@ -169,21 +189,21 @@ class Renderer:
     def code(self, language: str, code: str, title: str, border: str = "cyan") -> None:
         self.finish()
         self.newline()
-        self.console.print(Panel(Syntax(code.rstrip("\n"), languages.lexer(language),
-                                        theme="monokai",
-                                        word_wrap=True),
-                                 title=title, title_align="left", border_style=border))
+        self.console.print(Panel(Syntax(safe(code).rstrip("\n"), languages.lexer(safe(language)),
+                                        theme="monokai", word_wrap=True),
+                                 title=Text(safe(title)), title_align="left",
+                                 border_style=border))
 
     def note(self, text: str, style: str = "dim") -> None:
         self.finish()
         self.newline()
-        self.console.print(Text(text, style=style), soft_wrap=True)
+        self.console.print(Text(safe(text), style=style), soft_wrap=True)
 
     def error(self, text: str) -> None:
         self.finish()
         self.newline()
         self.console.file.flush()
-        self.errors.print(Text(text, style="bold red"), soft_wrap=True)
+        self.errors.print(Text(safe(text), style="bold red"), soft_wrap=True)
 
     def history(self, messages: list[dict[str, Any]]) -> None:
         """The end of a continued conversation, one line per message."""
@@ -196,11 +216,11 @@ class Renderer:
         width = max(40, self.console.width - 4)
         for message in shown:
             label = _label(message)
-            line = " ".join(_shown(message).split())
+            line = " ".join(safe(_shown(message)).split())
             if len(label) + len(line) + 2 > width:
                 line = line[:max(0, width - len(label) - 3)] + "…"
             text = Text("  ")
-            text.append(f"{label}: ", style="bold")
+            text.append(f"{safe(label)}: ", style="bold")
             text.append(line, style="dim")
             self.console.print(text, soft_wrap=True)
 

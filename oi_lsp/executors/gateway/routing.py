@@ -45,6 +45,7 @@ class GatewayOrLocal(Executor):
     async def run(self, code: str, emit: Emit) -> RunResult:
         inner = await self._choose()
         inner.active_line = self.active_line
+        inner.pass_keys = self.pass_keys
         return await inner.run(code, emit)
 
     async def interrupt(self) -> None:

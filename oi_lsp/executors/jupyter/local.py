@@ -16,7 +16,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult
-from ..process import kill_members, no_input, run_start
+from ..process import kill_members, no_input, repl_environ, run_start
 from . import records
 from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
 
@@ -113,7 +113,8 @@ class KernelExecutor(Executor):
             with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
                 # keep: independent, no JPY_PARENT_PID, so the kernel outlives this server.
                 await km.start_kernel(cwd=str(self.cwd), independent=self.keep, stdin=stdin,
-                                      stdout=out, stderr=out)
+                                      stdout=out, stderr=out,
+                                      env=repl_environ(self.pass_keys))
         finally:
             os.close(stdin)
         kc = km.client()
