@@ -7,7 +7,6 @@ import argparse
 import logging
 import os
 import sys
-from typing import BinaryIO
 
 from . import __version__
 
@@ -108,6 +107,7 @@ def serve(args: argparse.Namespace) -> int:
             (network.serve_tcp if args.tcp else network.serve_ws)(SERVER, args.host, args.port)
         else:
             from .lsp.stdio import serve_stdio
+            from .pipes import private_stdio
 
             lsp_in, lsp_out = private_stdio()
             serve_stdio(SERVER, lsp_in, lsp_out)
@@ -155,27 +155,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def private_stdio() -> tuple[BinaryIO, BinaryIO]:
-    """Move the LSP pipes to private descriptors; point fd 0 at /dev/null and fd 1 at stderr.
-
-    Kernels and REPLs are our children and inherit fds 0 and 1; so do C libraries that print.
-    One byte of theirs on the LSP stream corrupts it, and a child reading fd 0 would steal
-    requests. After this, nothing but the server's writer can reach the client.
-    """
-    sys.stdout.flush()
-    # Buffered: pygls reads a message body with one read(n), which a raw pipe may answer with
-    # fewer bytes. os.dup: the descriptors are not inherited by children.
-    lsp_in = os.fdopen(os.dup(0), "rb")
-    lsp_out = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    sys.stdin = open(os.devnull)  # lives as long as the process
-    sys.stdout = sys.stderr
-    return lsp_in, lsp_out
 
 
 if __name__ == "__main__":

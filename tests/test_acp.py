@@ -91,22 +91,28 @@ class Recorder:
 
 @asynccontextmanager
 async def agent(model: ModelServer, data_dir: Path, recorder: Recorder,
-                forms: bool = False) -> AsyncIterator[Any]:
+                forms: bool = False, with_process: bool = False) -> AsyncIterator[Any]:
+    """A connection to a real `oi-lsp acp` (with its process, when asked)."""
     async with spawn_agent_process(recorder, sys.executable, "-m", "oi_lsp", "acp",
                                    env=agent_env(model, data_dir), use_unstable_protocol=forms,
-                                   transport_kwargs={"stderr": None}) as (conn, _process):
+                                   transport_kwargs={"stderr": None}) as (conn, process):
         capabilities = ClientCapabilities(elicitation=ElicitationCapabilities(
             form=ElicitationFormCapabilities())) if forms else None
         await conn.initialize(protocol_version=1, client_capabilities=capabilities)
-        yield conn
+        yield (conn, process) if with_process else conn
 
 
 async def test_python_client_prompt_allow_reject_load(model: ModelServer, data_dir: Path,
                                                       workspace: Path) -> None:
     recorder = Recorder()
-    async with agent(model, data_dir, recorder) as conn:
+    async with agent(model, data_dir, recorder, with_process=True) as (conn, process):
         session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
         assert session.modes.current_mode_id == "ask"
+        # The client's pipes are private: what the agent or its children print to fds 1 goes
+        # to stderr, and fd 0 reads nothing.
+        fds = Path(f"/proc/{process.pid}/fd")
+        assert (fds / "1").readlink() == (fds / "2").readlink()
+        assert str((fds / "0").readlink()) == "/dev/null"
         model.script(ms.tool("python", "print('hello from acp')", say="Running it."),
                      ms.text("It printed hello."))
         recorder.choices = ["allow_once"]

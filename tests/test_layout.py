@@ -32,6 +32,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "oi_lsp.files": ("oi_lsp",),
     "oi_lsp.uris": ("oi_lsp",),
     "oi_lsp.keys": ("oi_lsp",),
+    "oi_lsp.pipes": ("oi_lsp",),
 }
 
 

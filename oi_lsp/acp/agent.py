@@ -37,6 +37,7 @@ from ..core.settings import env_layer
 from ..core.store import Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces
+from ..pipes import private_stdio, streams
 from ..protocol import ChatParams
 from ..uris import from_fs_path
 from . import replay
@@ -44,6 +45,7 @@ from .link import AcpLink
 
 log = logging.getLogger(__name__)
 
+STDIO_LIMIT = 50 * 1024 * 1024  # longest message line (the SDK's own default)
 MODES = [SessionMode(id="ask", name="Ask", description="Ask before running each piece of code"),
          SessionMode(id="auto", name="Auto", description="Run code without asking (high-risk "
                                                            "code still asks)")]
@@ -265,11 +267,14 @@ def _message(prompt: list[Any]) -> str:
 
 
 async def serve() -> int:
+    # The client's pipes, kept from kernels and libraries that print (as the LSP server does).
+    pipe_in, pipe_out = private_stdio()
+    reader, writer = await streams(pipe_in, pipe_out, STDIO_LIMIT)
     agent = OIAgent()
     try:
         # The SDK's Agent protocol lists unstable methods (fork, resume) this agent lacks.
-        # Elicitation (the Edit option) is unstable ACP.
-        await run_agent(cast(Any, agent), use_unstable_protocol=True)
+        # Elicitation (the Edit option) is unstable ACP. Its first stream is the one it writes.
+        await run_agent(cast(Any, agent), writer, reader, use_unstable_protocol=True)
     finally:
         await agent.workspaces.close_all()
     return 0
