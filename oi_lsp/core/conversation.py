@@ -36,7 +36,7 @@ class Conversation:
             notice(loaded.notice)
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
-        self._displayed = sum(len(m.content) for m in self.messages if is_display(m))
+        self._displayed = _display_size(self.messages)
         if settle_loaded(self.messages):
             self._dirty = True  # saved with the next change (it needs a running loop)
 
@@ -168,7 +168,12 @@ class Conversation:
         self.id = conversation_id
         self.messages = messages
         self.created = time.time()
-        self._displayed = sum(len(m.content) for m in messages if is_display(m))
+        self._displayed = _display_size(messages)
+
+
+def _display_size(messages: list[Message]) -> int:
+    """What the images and HTML a conversation keeps add up to (against its limit)."""
+    return sum(len(m.content) for m in messages if is_display(m))
 
 
 def _is_code(message: Message) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..executors.base import Chunk, RunResult
-from ..protocol import Output
+from ..protocol import CodeOutcome, Output
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,16 @@ def model_view(result: RunResult, chunks: list[Chunk], limit: int,
     elif result.status == "error" and result.error and result.error not in text:
         text += f"\n[{result.error}]"
     return text.strip() or NO_OUTPUT
+
+
+_OUTCOMES: dict[str, CodeOutcome] = {"ok": "ran", "error": "error", "stopped": "stopped",
+                                     "timeout": "timedOut"}
+
+
+def outcome_of(result: RunResult) -> CodeOutcome:
+    """What became of code, by how its run ended (a proposal that ran fine may say more:
+    edited, autoRan)."""
+    return _OUTCOMES[result.status]
 
 
 def merge_outputs(chunks: list[Chunk]) -> list[Output]:

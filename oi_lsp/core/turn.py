@@ -41,9 +41,6 @@ class _Declined(Exception):
     """The user sent a new message instead of answering the proposal: the turn ends."""
 
 
-# A run's result -> what became of the code (an edited or auto-run one that went fine says so)
-_FATES: dict[str, CodeOutcome] = {"ok": "ran", "error": "error", "stopped": "stopped",
-                                  "timeout": "timedOut"}
 
 
 class Turn:
@@ -208,7 +205,7 @@ class Turn:
         except asyncio.CancelledError:
             self._settle(proposed, "stopped")  # the run was interrupted: by a stop, or closing
             raise
-        fate = _FATES[result.status]
+        fate = run_output.outcome_of(result)
         if fate == "ran":
             fate = "edited" if ran != code else "autoRan" if answer.auto else "ran"
         self._settle(proposed, fate)

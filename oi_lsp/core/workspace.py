@@ -35,7 +35,7 @@ from .layers import SettingsLayers
 from .link import Link
 from .llm import ModelError
 from .repls import Repls
-from .run_output import merge_outputs, model_view
+from .run_output import merge_outputs, model_view, outcome_of
 from .settings import Settings
 from .store import Store
 from .streamer import Streamer
@@ -43,9 +43,6 @@ from .transcript import Transcript
 from .turn import Outcome, Turn
 
 log = logging.getLogger(__name__)
-
-_RUN_FATES: dict[str, CodeOutcome] = {"ok": "ran", "error": "error", "stopped": "stopped",
-                                      "timeout": "timedOut"}
 
 
 class Busy(RuntimeError):
@@ -261,7 +258,7 @@ class Workspace:
         conversation = self.conversation
         conversation.record(Message(role="user", type="code", format=params.language,
                                     content=params.code, turn_id=turn_id,
-                                    outcome=_RUN_FATES[result.status]))
+                                    outcome=outcome_of(result)))
         conversation.record(Message(role="computer", type="console", format="output",
                                     turn_id=turn_id, content=model_view(
                                         result, chunks, self.settings().max_output)))
