@@ -73,7 +73,7 @@ CodeOutcome = Literal["ran", "edited", "skipped", "stopped", "timedOut", "autoRa
                       "expired"]
 # Why a turn ended in an error, for clients to offer the right action.
 ErrorKind = Literal["noModel", "noApiKey", "authFailed", "unreachable", "rateLimited",
-                    "contextTooLong", "budget", "maxSteps", "modelError"]
+                    "contextTooLong", "budget", "maxSteps", "modelError", "notSaved"]
 ActivityState = Literal["idle", "thinking", "waiting", "running"]
 
 

@@ -34,7 +34,7 @@ from acp.schema import (
 from .. import __version__
 from ..core.approval import Approvals
 from ..core.settings import env_layer
-from ..core.store import Store, UnknownConversation, valid_id
+from ..core.store import ConversationInUse, Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces
 from ..pipes import private_stdio, streams
@@ -150,7 +150,7 @@ class OIAgent:
         workspace = self._workspace(cwd)
         try:
             await workspace.open_conversation(session_id)
-        except (UnknownConversation, Busy) as exc:
+        except (UnknownConversation, ConversationInUse, Busy) as exc:
             raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         session = self._open(workspace, cwd, session_id)
         for update in replay.updates(list(workspace.conversation.messages)):

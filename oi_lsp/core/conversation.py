@@ -13,7 +13,15 @@ from pathlib import Path
 from ..executors.base import Chunk
 from ..protocol import CodeOutcome, ConversationInfo, ExportFormat, Message, SessionExportResult
 from . import export
-from .store import Store, Summary, is_display, new_conversation_id, title_of
+from .store import (
+    Claim,
+    ConversationInUse,
+    Store,
+    Summary,
+    is_display,
+    new_conversation_id,
+    title_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +36,24 @@ class Conversation:
                  notice: Callable[[str], None]) -> None:
         self.workspace = workspace
         self.store = store
+        self._notice = notice
+        self.save_error: str | None = None  # why the last save failed; None once one works
         loaded = store.load(workspace)
         self.id = loaded.id
         self.messages = loaded.messages
         self.created = loaded.created
         if loaded.notice:
             notice(loaded.notice)
+        try:
+            self._claim = store.claim(workspace, self.id)
+        except ConversationInUse:
+            # Another editor's server writes that one: this editor goes on in a new one, so
+            # neither overwrites the other's messages.
+            notice(f"The conversation “{title_of(self.messages) or self.id}” of this folder "
+                   "is open in another editor. This editor starts a new conversation; both "
+                   "are kept (the conversation list shows them).")
+            self.id, self.messages, self.created = new_conversation_id(), [], time.time()
+            self._claim = store.claim(workspace, self.id)
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
         self._displayed = _display_size(self.messages)
@@ -100,13 +120,31 @@ class Conversation:
             try:
                 await asyncio.to_thread(self.store.save, self.workspace, self.id, snapshot,
                                         self.created)
-            except OSError:
-                log.exception("could not save the conversation of %s", self.workspace)
+            except OSError as exc:
+                self._failed(exc)
+            else:
+                self.save_error = None
+
+    def _failed(self, exc: OSError) -> None:
+        """Say the first time saving fails (a read-only or full data folder), not at every
+        message; a save that works again ends it."""
+        log.warning("could not save the conversation of %s: %s", self.workspace, exc)
+        if self.save_error is None:
+            self.save_error = (
+                f"This conversation cannot be saved in {self.store.folder(self.workspace)} "
+                f"({exc.strerror or exc}): it is lost when the editor closes. Make that "
+                "folder writable, or set OI_LSP_DATA_DIR to one that is.")
+            self._notice(self.save_error)
 
     async def flush(self) -> None:
-        """Wait until what was recorded is on disk."""
+        """Wait until what was recorded is on disk (or saving failed: see save_error)."""
         if self._saving is not None:
             await self._saving
+
+    async def close(self) -> None:
+        """Save, and let another server open this conversation."""
+        await self.flush()
+        self._claim.release()
 
     def file(self) -> Path:
         return self.store.path(self.workspace, self.id)
@@ -149,26 +187,37 @@ class Conversation:
             return
         messages = await asyncio.to_thread(self.store.read, self.workspace, conversation_id)
         still_free()
+        claim = self.store.claim(self.workspace, conversation_id)  # raises ConversationInUse
         await self.flush()
-        await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
-        self._switch(conversation_id, messages)
+        await self._switch(conversation_id, messages, claim)
 
     async def begin(self, messages: list[Message]) -> None:
         """Open a new conversation holding `messages` (the open one stays saved; an empty one
         is reused)."""
         await self.flush()
-        conversation_id = self.id if not self.messages else new_conversation_id()
-        await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
-        self._switch(conversation_id, messages)
+        if self.messages:
+            conversation_id = new_conversation_id()
+            await self._switch(conversation_id, messages,
+                               self.store.claim(self.workspace, conversation_id))
+        else:
+            await self._switch(self.id, messages, self._claim)
         if messages:
             self._save_soon()
 
-    def _switch(self, conversation_id: str, messages: list[Message]) -> None:
+    async def _switch(self, conversation_id: str, messages: list[Message],
+                      claim: Claim) -> None:
+        if claim is not self._claim:
+            self._claim.release()
+            self._claim = claim
         settle_loaded(messages)
         self.id = conversation_id
         self.messages = messages
         self.created = time.time()
         self._displayed = _display_size(messages)
+        try:  # what the next server opens; failing that loses nothing of the conversation
+            await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
+        except OSError as exc:
+            self._failed(exc)
 
 
 def _display_size(messages: list[Message]) -> int:

@@ -3,12 +3,15 @@
 Layout (under `<data dir>/sessions/`):
     <hash of the workspace URI>/<conversation id>.json   one file per conversation
     <hash of the workspace URI>/current                  the id of the open conversation
+    <hash of the workspace URI>/<conversation id>.lock   held by the server that has it open
     <hash of the workspace URI>/<conversation id>.files/ the images and HTML its runs displayed,
                                                          one file each, named by their hash
     <hash of the workspace URI>.json                     the old single-conversation file: moved
                                                          into the folder (migrated) when read
 Every write goes to a temp file, is fsynced and renamed over the old file, so a server killed
-at any moment leaves the old or the new file whole.
+at any moment leaves the old or the new file whole. Each server writes only the conversations
+it holds (a lock per conversation, released when the server exits in any way), so two editors
+on one folder never overwrite each other's messages.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from filelock import FileLock, Timeout
 from pydantic import TypeAdapter, ValidationError
 
 from ..files import atomic_write, data_dir, digest
@@ -41,6 +45,10 @@ _STALE_TEMP = 600.0  # seconds: a temp file older than this is no save in progre
 
 class UnknownConversation(LookupError):
     """No saved conversation of this workspace has that id."""
+
+
+class ConversationInUse(RuntimeError):
+    """Another server (another editor on this folder) has that conversation open."""
 
 
 class DamagedConversation(ValueError):
@@ -64,6 +72,19 @@ class Loaded:
     messages: list[Message]
     created: float
     notice: str | None = None
+
+
+class Claim:
+    """This server's hold on one conversation: while it is held no other server opens it, so
+    each conversation has one writer. The operating system ends it with the process."""
+
+    def __init__(self, lock: FileLock | None) -> None:
+        self._lock = lock  # None: the data folder cannot hold a lock (its saves fail too)
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
 
 def new_conversation_id() -> str:
@@ -192,6 +213,23 @@ class Store:
 
     # Writing -----------------------------------------------------------------------------
 
+    def claim(self, workspace: str, conversation_id: str) -> Claim:
+        """Hold the conversation for this server. Raises ConversationInUse when another live
+        server holds it."""
+        lock = FileLock(self.folder(workspace) / f"{conversation_id}.lock", timeout=0,
+                        thread_local=False)  # released by whichever thread closes it
+        try:
+            self.folder(workspace).mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+        except Timeout:
+            raise ConversationInUse(
+                "this conversation is open in another editor (another oi-lsp on this "
+                "folder); close it there first") from None
+        except OSError as exc:  # a read-only data folder: saving says so, once
+            log.warning("cannot lock the conversation %s: %s", conversation_id, exc)
+            return Claim(None)
+        return Claim(lock)
+
     def _files(self, path: Path) -> Path:
         """Where a conversation's displayed images and HTML are kept."""
         return path.with_name(path.stem + ".files")
@@ -220,7 +258,8 @@ class Store:
 
     def save(self, workspace: str, conversation_id: str, messages: list[Message],
              created: float) -> None:
-        """Write the conversation and mark it as the open one."""
+        """Write the conversation; it becomes the workspace's open one only when there is none
+        (switching is what changes it: a second editor's saves never point it elsewhere)."""
         files = self._files(self.path(workspace, conversation_id))
         body = json.dumps({
             "version": FORMAT_VERSION,
@@ -232,7 +271,7 @@ class Store:
             "messages": [self._external(m, files) for m in messages],
         }, ensure_ascii=False).encode()
         atomic_write(self.path(workspace, conversation_id), body)
-        if self._current(workspace) != conversation_id:
+        if self._current(workspace) is None:
             self.set_current(workspace, conversation_id)
 
     def set_current(self, workspace: str, conversation_id: str) -> None:

@@ -178,6 +178,8 @@ class Workspace:
             await self.transcript.flush()  # so is what a plain client is pointed to
         if outcome.error:
             self.link.show_text(outcome.error, error=True)
+        elif self.conversation.save_error:  # shown once as a message; every turn's end says so
+            outcome = Outcome(outcome.status, self.conversation.save_error, "notSaved")
         if settings.max_budget is not None and turn is not None and turn.usage.calls \
                 and turn.usage.cost is None:
             self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
@@ -287,7 +289,7 @@ class Workspace:
     async def close(self) -> None:
         await self.stop("expired")  # a proposal waiting now can never be answered
         await self.repls.close()
-        await self.conversation.flush()
+        await self.conversation.close()
 
     async def status(self) -> StatusResult:
         return StatusResult(workspace=self.uri, turn=self.activity.state,

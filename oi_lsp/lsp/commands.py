@@ -16,7 +16,7 @@ from pygls.workspace import TextDocument
 
 from .. import languages, protocol
 from ..core.settings import SettingsError
-from ..core.store import DamagedConversation, UnknownConversation
+from ..core.store import ConversationInUse, DamagedConversation, UnknownConversation
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace
 from ..protocol import (
@@ -48,7 +48,7 @@ def refusals(command: str | None = None) -> Iterator[None]:
     except Busy as exc:
         hint = f" To stop it: the command {protocol.STOP_COMMAND}." if command else ""
         raise JsonRpcException(f"{exc}{hint}", code=protocol.REQUEST_FAILED) from None
-    except (DamagedConversation, SettingsError) as exc:
+    except (DamagedConversation, ConversationInUse, SettingsError) as exc:
         raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
     except UnknownConversation as exc:
         raise JsonRpcInvalidParams(f"id: {exc}") from None

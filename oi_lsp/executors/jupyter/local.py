@@ -51,7 +51,6 @@ class KernelExecutor(Executor):
         self.cwd = cwd
         self.keep = keep
         self.record_path = records.path_for(cwd, language)
-        self._recording = True  # False when another live server has this folder's record
         self._adopted: records.KernelRecord | None = None  # started by an earlier server
         self._notice = Notice()
         self._km: AsyncKernelManager | None = None
@@ -75,21 +74,20 @@ class KernelExecutor(Executor):
 
     async def _start(self) -> None:
         await _swept()
-        record = await asyncio.to_thread(records.load, self.record_path)
-        if record is not None:
-            # Ours too: a kept kernel of a folder this server closed and opens again.
-            if not record.owned_by_us() and record.server_alive():
-                # another server serves this folder: leave its kernel be
-                log.warning("kernel %s of %s belongs to server %s; starting one of our own",
-                            record.pid, self.cwd, record.server_pid)
-                self._recording = False
-            elif self.keep and record.kernel_alive() and await self._reattach(record):
-                self._start_readers()
-                return
-            else:
-                if record.keep and not record.kernel_alive():
-                    self._notice.replaced("the kernel kept from the last session is gone")
-                await asyncio.to_thread(records.kill, record)
+        try:
+            choosing = await asyncio.to_thread(records.choosing, self.cwd, self.language)
+            await asyncio.to_thread(choosing.acquire)
+        except OSError as exc:  # no data folder to lock in: nothing recorded to reattach to
+            log.warning("cannot lock the kernel records of %s: %s", self.cwd, exc)
+            choosing = None
+        try:
+            reattached = await self._reattached()
+        finally:
+            if choosing is not None:
+                await asyncio.to_thread(choosing.release)
+        if reattached:
+            self._start_readers()
+            return
         await self._launch()
         self._start_readers()
         # A kernel's first cell pays for setup the next ones do not (profiled: the first run
@@ -97,6 +95,27 @@ class KernelExecutor(Executor):
         with contextlib.suppress(TimeoutError):  # only an optimisation: never fail a start
             await self._silent("pass")
         log.info("kernel %s started (pid %s) in %s", self.kernel_name, self.pid, self.cwd)
+
+    async def _reattached(self) -> bool:
+        """Reattach to a kernel a gone server kept (with keep), ending the others that gone
+        servers left; another live server's kernel is left be. True when reattached."""
+        for path in await asyncio.to_thread(records.of, self.cwd, self.language):
+            record = await asyncio.to_thread(records.load, path)
+            if record is None:
+                continue
+            # Ours too: a kept kernel of a folder this server closed and opens again.
+            if not record.owned_by_us() and record.server_alive():
+                continue  # another editor's server serves this folder with it
+            if self.keep and record.kernel_alive() and await self._reattach(record):
+                if path != self.record_path:
+                    await asyncio.to_thread(records.forget, path)  # recorded anew as ours
+                return True
+            if record.keep and not record.kernel_alive():
+                self._notice.replaced("the kernel kept from the last session is gone")
+            await asyncio.to_thread(records.kill, record)
+            if path != self.record_path:
+                await asyncio.to_thread(records.forget, path)
+        return False
 
     async def _launch(self) -> None:
         km = AsyncKernelManager(kernel_name=self.kernel_name)
@@ -107,7 +126,7 @@ class KernelExecutor(Executor):
         # code starts write to fds 1 and 2) goes to a file, not to our stderr: a background
         # process the code started would hold that pipe open after we are gone, and an editor
         # (or asyncio's Process.wait() on Python 3.11) waits for its end.
-        log_path = self.record_path.with_suffix(".log")
+        log_path = records.log_path(self.cwd, self.language)
         try:
             await asyncio.to_thread(_prepare_log, log_path)
             with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
@@ -147,7 +166,7 @@ class KernelExecutor(Executor):
 
     async def _record(self) -> None:
         pid = self.pid
-        if not self._recording or pid is None:
+        if pid is None:
             return
         connection = (dict(self._km.get_connection_info()) if self._km is not None
                       else self._adopted.connection if self._adopted is not None else {})
@@ -227,7 +246,7 @@ class KernelExecutor(Executor):
                     await self._km.shutdown_kernel(now=True)
             elif self._adopted is not None:
                 await asyncio.to_thread(records.kill, self._adopted)
-            if started and self._recording:
+            if started:
                 await asyncio.to_thread(records.forget, self.record_path)
         self._km = self._kc = self._adopted = None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from filelock import FileLock
 
 from ...files import atomic_write, data_dir, digest
 
@@ -62,7 +63,30 @@ def root() -> Path:
 
 
 def path_for(folder: Path, language: str) -> Path:
-    return root() / f"{digest(str(folder), language)}.json"
+    """This server's record of its kernel for the folder and language."""
+    return root() / f"{digest(str(folder), language)}-{os.getpid()}.json"
+
+
+def of(folder: Path, language: str) -> list[Path]:
+    """Every server's record for the folder and language (older versions': `<key>.json`)."""
+    key = digest(str(folder), language)
+    try:
+        return sorted(p for p in root().glob(f"{key}*.json")
+                      if p.stem == key or p.stem.startswith(f"{key}-"))
+    except OSError:
+        return []
+
+
+def log_path(folder: Path, language: str) -> Path:
+    """Where the kernels of the folder and language write their own output."""
+    return root() / f"{digest(str(folder), language)}.log"
+
+
+def choosing(folder: Path, language: str) -> FileLock:
+    """Held while a server picks a kernel to reattach to (or decides to start one)."""
+    root().mkdir(parents=True, exist_ok=True)
+    return FileLock(root() / f"{digest(str(folder), language)}.lock", timeout=60,
+                    thread_local=False)
 
 
 def new(folder: Path, language: str, kernel_name: str, pid: int, keep: bool,
