@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -172,6 +173,17 @@ def _running(pid: int) -> bool:
         return False
 
 
+SKIPPED = re.compile(r"\n\[\.\.\. ([\d,]+) characters not shown here: the output came faster "
+                     r"than the editor could take it \.\.\.\]\n")
+
+
+def unshown(text: str) -> tuple[str, int]:
+    """Streamed text without the notes on what the client was too slow to get, and how much
+    that was."""
+    skipped = sum(int(n.replace(",", "")) for n in SKIPPED.findall(text))
+    return SKIPPED.sub("", text), skipped
+
+
 async def test_fifty_megabytes_of_output(client: OIClient, model: ModelServer) -> None:
     server = psutil.Process(client.process.pid) if client.process else None
     assert server is not None
@@ -189,10 +201,12 @@ async def test_fifty_megabytes_of_output(client: OIClient, model: ModelServer) -
     assert result["status"] == "ok"
     notes = sum(1 for m, p in client.notifications if m == "oi/stream"
                 and p["turnId"] == result["turnId"])
-    streamed = len(client.stream(result["turnId"], "console"))
-    assert streamed == 50 * 1024 * 1024
+    # What this client did not read in time was not sent (a note says how much): all of it
+    # is accounted for.
+    streamed, skipped = unshown(client.stream(result["turnId"], "console"))
+    assert set(streamed) == {"x", "\n"} and len(streamed) + skipped == 50 * 1024 * 1024
     growth_mb = (peak - base) / 2**20
-    assert growth_mb < 1024, f"the server grew by {growth_mb:.0f} MB"
+    assert growth_mb < 100, f"the server grew by {growth_mb:.0f} MB"
     await still_usable(client, model)
     record("execution_faults", output_mb=50, output_s=round(elapsed, 1),
            output_notifications=notes, server_rss_growth_mb=round(growth_mb))

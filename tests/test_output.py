@@ -4,12 +4,17 @@ and the path of a spill file in the session's data folder that holds the whole o
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from oi_lsp.client import OIClient
+from oi_lsp.core import run_output
+from oi_lsp.core.streamer import BEHIND, Streamer
 from tests import modelserver as ms
 from tests.conftest import next_proposal, tool_results
 from tests.modelserver import ModelServer
@@ -49,3 +54,86 @@ async def test_short_output_has_no_spill_file(client: OIClient, model: ModelServ
     await chat
     assert tool_results(model.requests[1]) == ["short"]
     assert not await asyncio.to_thread(lambda: list(data_dir.rglob("*.txt")))
+
+
+async def settled_rss(pid: int, timeout: float = 30) -> int:
+    """The server's memory once it has stopped growing (its model library loads at start)."""
+    server = psutil.Process(pid)
+    last, steady, deadline = server.memory_info().rss, 0, time.monotonic() + timeout
+    while steady < 10 and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        now = server.memory_info().rss
+        steady = steady + 1 if abs(now - last) < 2 * 2**20 else 0
+        last = now
+    return last
+
+
+async def test_hundred_megabyte_line_stays_out_of_the_servers_memory(
+        client: OIClient, data_dir: Path) -> None:
+    await client.execute("python", "1")
+    assert client.process is not None
+    base = await settled_rss(client.process.pid)
+    server, peak = psutil.Process(client.process.pid), base
+    run = asyncio.create_task(client.execute("python", "print('x' * 100_000_000)"))
+    while not run.done():
+        peak = max(peak, server.memory_info().rss)
+        await asyncio.sleep(0.02)
+    result = await run
+    assert result["status"] == "ok"
+    growth_mb = (peak - base) / 2**20
+    assert growth_mb < 100, f"the server grew by {growth_mb:.0f} MB"
+    # The result has the start and the end, and says where the whole is.
+    text = "".join(o["content"] for o in result["outputs"])
+    found = re.search(r"\n\[\.\.\. (\d+) characters omitted; the whole output is in the file "
+                      r"(.+?) \.\.\.\]\n", text)
+    assert found is not None and text.startswith("x" * 1000) and text.endswith("x" * 1000 + "\n")
+    assert len(text) - len(found.group(0)) + int(found.group(1)) == 100_000_001
+    spill = Path(found.group(2))
+    assert spill.is_relative_to(data_dir) and spill.parent.name.endswith(".outputs")
+    assert (await asyncio.to_thread(spill.stat)).st_size == 100_000_001
+    # Nor does the stream pile up for a client that reads slowly: what it could not take in
+    # time is counted in a note, all of it accounted for.
+    streamed = client.stream(result["turnId"], "console")
+    skipped = sum(int(n.replace(",", "")) for n in re.findall(
+        r"\[\.\.\. ([\d,]+) characters not shown here", streamed))
+    shown = re.sub(r"\n\[\.\.\. [\d,]+ characters not shown here[^\]]*\]\n", "", streamed)
+    assert len(shown) + skipped == 100_000_001
+
+
+def test_spill_files_are_kept_within_a_budget(tmp_path: Path) -> None:
+    folder = tmp_path / "workspace"
+    for n, conversation in enumerate(["a", "b", "a", "c"]):
+        spill = folder / f"{conversation}.outputs" / f"{n}.txt"
+        spill.parent.mkdir(parents=True, exist_ok=True)
+        spill.write_bytes(b"x" * 1000)
+        os.utime(spill, (1000 + n, 1000 + n))
+    (folder / "a.json").write_text("{}")  # not a spill file: never counted or removed
+    run_output.prune(folder, budget=2500)
+    assert sorted(p.name for p in folder.rglob("*.txt")) == ["2.txt", "3.txt"]
+    assert (folder / "a.json").exists()
+
+
+def test_stream_skips_while_the_client_is_behind() -> None:
+    sent: list[dict[str, object]] = []
+    backlog = [0]
+    streamer = Streamer(lambda method, params: sent.append(params), "file:///w",
+                        lambda: backlog[0])
+
+    async def scenario() -> None:
+        streamer.content("t", "computer", "console", "output", "a" * 10)
+        backlog[0] = BEHIND + 1
+        streamer.content("t", "computer", "console", "output", "b" * 20)
+        streamer.content("t", "assistant", "message", None, "model text is never skipped")
+        streamer.content("t", "computer", "console", "output", "c" * 30)
+        backlog[0] = BEHIND  # still behind: not caught up
+        streamer.content("t", "computer", "console", "output", "d" * 40)
+        backlog[0] = 0
+        streamer.content("t", "computer", "console", "output", "e" * 5)
+        streamer.close()
+
+    asyncio.run(scenario())
+    text = "".join(str(p.get("content") or "") for p in sent)
+    assert "b" not in text.replace("been", "") and "d" * 40 not in text
+    assert "model text is never skipped" in text
+    assert "[... 20 characters not shown here" in text  # the model's text closed that block
+    assert "[... 70 characters not shown here" in text and text.endswith("e" * 5)

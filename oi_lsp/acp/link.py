@@ -199,6 +199,9 @@ class AcpLink:
         if error and self.active is not None:  # the rest reaches the client as the stream
             self.update(self.active, update_agent_message_text(f"\n\n**oi-lsp:** {text}\n"))
 
+    def backlog(self) -> int:
+        return 0  # tool call updates are throttled and trimmed already (calls.py)
+
     async def tell(self, text: str, actions: list[str]) -> str | None:
         self.show_text(text, error=True)
         return None  # ACP has no question with free actions: nobody agreed

@@ -150,7 +150,7 @@ class Conversation:
         return self.store.path(self.workspace, self.id)
 
     def spill_dir(self) -> Path:
-        return self.store.spill_dir(self.workspace)
+        return self.store.spill_dir(self.workspace, self.id)
 
     # Saved conversations -----------------------------------------------------------------
 

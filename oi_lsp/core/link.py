@@ -30,3 +30,7 @@ class Link(Protocol):
     async def tell(self, text: str, actions: list[str]) -> str | None:
         """A warning for the user; with actions, the one they chose (None if none)."""
         ...
+
+    def backlog(self) -> int:
+        """Bytes sent that the client has not read yet (0 where the transport cannot tell)."""
+        ...

@@ -15,6 +15,7 @@ from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
 from .aio import log_failure
 from .link import Tell
+from .run_output import RunOutput
 from .settings import Settings
 from .streamer import Streamer
 from .watch import MemoryRestart, Watch
@@ -58,17 +59,17 @@ class Repls:
             self.executors[language] = executor
         return executor
 
-    async def run(self, turn_id: str, language: str, code: str, chunks: list[Chunk],
+    async def run(self, turn_id: str, language: str, code: str, output: RunOutput,
                   timeout: float | None) -> RunResult:
         """Run code in the REPL for `language`, streaming its output; every chunk shown is
-        also appended to `chunks`."""
+        also appended to `output`."""
         streamer = self._streamer
 
         def emit(chunk: Chunk) -> None:
             if chunk.format == "active_line":  # for the client's highlight only
                 streamer.line(turn_id, chunk.content)
                 return
-            chunks.append(chunk)
+            output.append(chunk)
             if chunk.type == "console":
                 streamer.content(turn_id, "computer", "console", chunk.format, chunk.content)
             else:

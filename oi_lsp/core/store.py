@@ -115,9 +115,10 @@ class Store:
     def folder(self, workspace: str) -> Path:
         return self.root / digest(workspace)
 
-    def spill_dir(self, workspace: str) -> Path:
-        """Where the whole outputs of a workspace's runs go when the model sees them trimmed."""
-        return self.folder(workspace) / "outputs"
+    def spill_dir(self, workspace: str, conversation_id: str) -> Path:
+        """Where the whole outputs of a conversation's runs go when the model sees them
+        trimmed (run_output.prune keeps a workspace's within a budget)."""
+        return self.folder(workspace) / f"{conversation_id}.outputs"
 
     def path(self, workspace: str, conversation_id: str) -> Path:
         if not valid_id(conversation_id):

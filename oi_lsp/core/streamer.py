@@ -3,7 +3,10 @@
 At most one block is open at a time: content of another kind closes the open block (`end`) and
 opens a new one (`start`), so a client only ever appends to the block it opened last.
 The first piece after a quiet spell goes out at once (a model token reaches the editor with no
-added delay); during a flood, content is gathered and flushed once per INTERVAL.
+added delay); during a flood, content is gathered and flushed once per INTERVAL. When the client
+falls BEHIND (what was sent and it has not read yet), a run's output is not sent but counted
+until it catches up, then a note says how much it did not get: memory stays bounded however
+fast a run prints (the run's result and its spill file still have it).
 """
 
 from __future__ import annotations
@@ -20,12 +23,17 @@ Key = tuple[str, protocol.Role, protocol.ChunkType, str | None]
 
 INTERVAL = 0.02  # at most one content notification per 20 ms ...
 MAX_BYTES = 64 * 1024  # ... unless this much is waiting
+BEHIND = 4 * 1024 * 1024  # bytes the client has not read: past this, output is skipped ...
+CAUGHT_UP = 1024 * 1024  # ... until it is down to this
 
 
 class Streamer:
-    def __init__(self, send: Send, workspace: str) -> None:
+    def __init__(self, send: Send, workspace: str,
+                 backlog: Callable[[], int] = lambda: 0) -> None:
         self._send = send
         self._workspace = workspace
+        self._backlog = backlog  # bytes sent that the client has not read yet
+        self._skipped = 0  # characters of the open block not sent (the client was behind)
         self._open: Key | None = None
         self._parts: list[str] = []
         self._size = 0
@@ -43,6 +51,8 @@ class Streamer:
             self.close()
             self._open = key
             self._emit(key, start=True)
+        if role == "computer" and type_ == "console" and self._behind(len(text)):
+            return
         self._parts.append(text)
         self._size += len(text)
         now = time.monotonic()
@@ -51,6 +61,26 @@ class Streamer:
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(
                 INTERVAL - (now - self._last), self.flush)
+
+    def _behind(self, size: int) -> bool:
+        """Whether to skip this text because the client is behind; once it caught up, the
+        note saying what it missed goes first."""
+        if self._skipped:
+            if self._backlog() > CAUGHT_UP:
+                self._skipped += size
+                return True
+            self._note_skipped()
+            return False
+        if self._backlog() > BEHIND:
+            self._skipped = size
+            return True
+        return False
+
+    def _note_skipped(self) -> None:
+        self._parts.append(f"\n[... {self._skipped:,} characters not shown here: the output "
+                           "came faster than the editor could take it ...]\n")
+        self._size += len(self._parts[-1])
+        self._skipped = 0
 
     def whole(self, turn_id: str, role: protocol.Role, type_: protocol.ChunkType,
               format_: str | None, content: str) -> None:
@@ -86,6 +116,8 @@ class Streamer:
 
     def close(self) -> None:
         """End the open block, after sending what it still holds."""
+        if self._skipped:
+            self._note_skipped()
         self.flush()
         if self._open is not None:
             key, self._open = self._open, None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..executors.base import Chunk, RunResult
+from ..executors.base import RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
 from . import context_window, llm, run_output
 from .activity import Activity
@@ -26,8 +26,8 @@ from .streamer import Streamer
 
 log = logging.getLogger(__name__)
 
-# (language, code, chunks) -> result; every chunk printed is appended to `chunks` as it comes
-RunCode = Callable[[str, str, list[Chunk]], Awaitable[RunResult]]
+# (language, code, output) -> result; every chunk printed is appended to `output` as it comes
+RunCode = Callable[[str, str, run_output.RunOutput], Awaitable[RunResult]]
 
 
 @dataclass(slots=True)
@@ -212,22 +212,19 @@ class Turn:
 
     async def _run(self, code: str, language: str, call_id: str | None) -> RunResult:
         """Run approved code; record what the model sees of its output, and what it showed."""
-        chunks: list[Chunk] = []
+        output = run_output.RunOutput(self.spill_dir / f"{self.turn_id}-{self.steps}.txt",
+                                      spill_from=self.settings.max_output)
         result = RunResult("error", "the run did not finish")
         try:
-            result = await self.run_code(language, code, chunks)
+            result = await self.run_code(language, code, output)
         except asyncio.CancelledError:
             result = RunResult("stopped")
             raise
         finally:
-            spill = None
-            text = run_output.as_text(chunks)
-            if len(text) > self.settings.max_output:
-                spill = self.spill_dir / f"{self.turn_id}-{self.steps}.txt"
-                run_output.spill(spill, text)
-            view = run_output.model_view(result, chunks, self.settings.max_output, spill)
+            await output.finish()  # the model is pointed to a whole file
+            view = run_output.model_view(result, output, self.settings.max_output)
             self._say("computer", "console", view, "output", call_id)
-            self.conversation.record_displays(chunks, self.turn_id, call_id)
+            self.conversation.record_displays(output.displays(), self.turn_id, call_id)
         return result
 
     def _settle(self, proposed: Message, fate: CodeOutcome) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import protocol
 from ..executors import registry
-from ..executors.base import Chunk, RunResult
+from ..executors.base import RunResult
 from ..protocol import (
     ChatParams,
     ChatResult,
@@ -35,7 +35,7 @@ from .layers import SettingsLayers
 from .link import Link
 from .llm import ModelError
 from .repls import Repls
-from .run_output import merge_outputs, model_view, outcome_of
+from .run_output import KEEP, RunOutput, merge_outputs, model_view, outcome_of
 from .settings import Settings
 from .store import Store
 from .streamer import Streamer
@@ -72,7 +72,7 @@ class Workspace:
         self.conversation = Conversation(uri, store,
                                          lambda text: link.show_text(text, error=True))
         self.transcript = Transcript(self.conversation, uri)
-        self.streamer = Streamer(self._send, uri)
+        self.streamer = Streamer(self._send, uri, link.backlog)
         self.activity = Activity(self.streamer)
         self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity)
         self.gate = Gate(uri, folder, approvals, link, self.activity)
@@ -192,8 +192,8 @@ class Workspace:
     def _new_turn(self, turn_id: str, settings: Settings) -> Turn:
         conversation = self.conversation
 
-        async def run_code(language: str, code: str, chunks: list[Chunk]) -> RunResult:
-            return await self.repls.run(turn_id, language, code, chunks,
+        async def run_code(language: str, code: str, output: RunOutput) -> RunResult:
+            return await self.repls.run(turn_id, language, code, output,
                                         settings.execution_timeout)
 
         gate = self.gate.for_turn(turn_id, settings, lambda: self.settings().auto_run)
@@ -212,7 +212,7 @@ class Workspace:
 
         async def shell(command: str) -> RunResult:
             self.streamer.whole(turn_id, "computer", "confirmation", "shell", command)
-            return await self.repls.run(turn_id, "shell", command, [],
+            return await self.repls.run(turn_id, "shell", command, RunOutput(),
                                         settings.execution_timeout)
 
         try:
@@ -231,11 +231,11 @@ class Workspace:
         return turn_id, asyncio.create_task(self._execute(turn_id, params))
 
     async def _execute(self, turn_id: str, params: ExecuteParams) -> ExecuteResult:
-        chunks: list[Chunk] = []
+        output = RunOutput(self.conversation.spill_dir() / f"{turn_id}.txt", spill_from=2 * KEEP)
         timeout = params.timeout or self.settings().execution_timeout
         self._event(turn_id, "execute", "running")
         task = asyncio.create_task(
-            self.repls.run(turn_id, params.language, params.code, chunks, timeout))
+            self.repls.run(turn_id, params.language, params.code, output, timeout))
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
         try:
@@ -247,13 +247,14 @@ class Workspace:
                 raise
             result = RunResult("stopped", "stopped by the user")
         status = "done" if result.status in ("ok", "error", "timeout") else "stopped"
-        self._record_run(turn_id, params, result, chunks)
+        await output.finish()
+        self._record_run(turn_id, params, result, output)
         self._event(turn_id, "execute", status)
         return ExecuteResult(turn_id=turn_id, status=result.status, error=result.error,
-                             outputs=merge_outputs(chunks))
+                             outputs=merge_outputs(output.chunks()))
 
     def _record_run(self, turn_id: str, params: ExecuteParams, result: RunResult,
-                    chunks: list[Chunk]) -> None:
+                    output: RunOutput) -> None:
         """The user's own run, kept in the conversation: its code, what it printed (as the
         model would see it) and what it displayed. The model hears of it with the next
         message (prompt.py)."""
@@ -263,8 +264,8 @@ class Workspace:
                                     outcome=outcome_of(result)))
         conversation.record(Message(role="computer", type="console", format="output",
                                     turn_id=turn_id, content=model_view(
-                                        result, chunks, self.settings().max_output)))
-        conversation.record_displays(chunks, turn_id)
+                                        result, output, self.settings().max_output)))
+        conversation.record_displays(output.displays(), turn_id)
 
     async def stop(self, fate: CodeOutcome = "stopped") -> bool:
         """Stop the turn and the runs; a proposal left waiting gets `fate`."""

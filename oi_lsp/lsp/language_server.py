@@ -88,6 +88,13 @@ class OIServer(LanguageServer):
                 self.turn_progress.observe(method, params)
             self.plain.observe(method, params)
 
+    def backlog(self) -> int:
+        writer = getattr(self.protocol, "writer", None)
+        if callable(own := getattr(writer, "backlog", None)):  # stdio.BatchingWriter
+            return int(own())
+        transport = getattr(writer, "transport", None)  # --tcp: an asyncio StreamWriter
+        return transport.get_write_buffer_size() if transport is not None else 0
+
     async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
         self.send(protocol.PROPOSAL, proposal.wire())
         if self.plain is None:

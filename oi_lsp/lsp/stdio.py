@@ -91,6 +91,10 @@ class BatchingWriter:
             return
         self._transport.write(data)  # what the pipe cannot take now, the transport keeps
 
+    def backlog(self) -> int:
+        """Bytes written that the client has not read yet."""
+        return self._size + self._transport.get_write_buffer_size()
+
     def close(self) -> None:
         self.flush()
         self._transport.close()  # sends what it still holds, then closes

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import mmap
 import os
 import signal
+import struct
+import tempfile
 import weakref
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
 from .. import active_line
-from ..base import Chunk, Emit, Executor, RunResult
+from ..base import Chunk, Emit, Executor, RunResult, driver
 from ..process import kill_members, no_input, repl_environ, run_start
 from . import records
 from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
@@ -61,6 +64,8 @@ class KernelExecutor(Executor):
         self._lock = asyncio.Lock()
         self._line_token = active_line.new_token()
         self._line_on = False  # whether the kernel reports active lines now
+        self._prepared = False  # whether _prepare ran in this kernel
+        self._pacing = Pacing()  # how much of the kernel's output the server has read
 
     # Lifecycle -----------------------------------------------------------------------------
 
@@ -93,7 +98,7 @@ class KernelExecutor(Executor):
         # A kernel's first cell pays for setup the next ones do not (profiled: the first run
         # in a new workspace took 2.5x a warm one). Pay it here, while the workspace opens.
         with contextlib.suppress(TimeoutError):  # only an optimisation: never fail a start
-            await self._silent("pass")
+            await self._prepare()
         log.info("kernel %s started (pid %s) in %s", self.kernel_name, self.pid, self.cwd)
 
     async def _reattached(self) -> bool:
@@ -197,6 +202,8 @@ class KernelExecutor(Executor):
             route = self._routes.get(msg["parent_header"].get("msg_id", ""))
             if route is not None:
                 route.put_nowait((name, msg))
+            elif msg["msg_type"] == "stream":  # nobody's: dropped, so read as far as pacing goes
+                self._pacing.read(len(msg["content"].get("text", "")))
 
     async def interrupt(self) -> None:
         if self._km is not None:
@@ -228,7 +235,7 @@ class KernelExecutor(Executor):
                 await self._km.shutdown_kernel(now=True)
                 await self._launch()  # records the new pid
         finally:
-            self._line_on = False
+            self._line_on = self._prepared = False
             self._start_readers()
 
     async def shutdown(self) -> None:
@@ -248,6 +255,7 @@ class KernelExecutor(Executor):
                 await asyncio.to_thread(records.kill, self._adopted)
             if started:
                 await asyncio.to_thread(records.forget, self.record_path)
+        self._pacing.close()
         self._km = self._kc = self._adopted = None
 
     async def is_alive(self) -> bool:
@@ -278,6 +286,8 @@ class KernelExecutor(Executor):
                         await self.restart()
                         emit(Chunk("console", "output", "[the kernel had stopped; restarted, "
                                    "earlier variables are gone]\n"))
+                    if not self._prepared:
+                        await self._prepare()
                     if self.language == "python" and self.active_line != self._line_on:
                         await self._silent(active_line.python_setup(self.active_line,
                                                                     self._line_token))
@@ -292,7 +302,7 @@ class KernelExecutor(Executor):
 
     async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
         """One execute request; None when the kernel died before it started the cell."""
-        cell = Cell()
+        cell = Cell(self._pacing.read)
         msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
         self._routes[msg_id] = cell.queue
         since = run_start()
@@ -309,6 +319,16 @@ class KernelExecutor(Executor):
             raise
         finally:
             del self._routes[msg_id]
+
+    async def _prepare(self) -> None:
+        """Set up a new kernel (Python: long writes go out in pieces, drivers/ipython_output.py);
+        the first cell also pays for setup the next ones do not."""
+        self._prepared = True
+        if self.language == "python":
+            path = await asyncio.to_thread(self._pacing.open)
+            await self._silent(f"exec({driver('ipython_output.py')!r}, {{'ACK': {path!r}}})")
+        else:
+            await self._silent("pass")
 
     async def _silent(self, code: str) -> None:
         """Run housekeeping code that is no cell of the user's: no output, no history."""
@@ -335,6 +355,43 @@ class KernelExecutor(Executor):
     async def _restart_unresponsive(self) -> None:
         log.warning("kernel ignored the interrupt; restarting it")
         await self.restart()
+
+
+class Pacing:
+    """The characters of a kernel's output the server has read, in a file both map: the
+    kernel waits while it is far ahead (drivers/ipython_output.py), so a flood waits in the
+    kernel, not in the server's memory."""
+
+    def __init__(self) -> None:
+        self._map: mmap.mmap | None = None
+        self._path: str | None = None
+        self._count = 0
+
+    def open(self) -> str:
+        """The shared counter's path (created once; blocking)."""
+        if self._path is None:
+            fd, self._path = tempfile.mkstemp(prefix="oi-lsp-read-")
+            try:
+                os.write(fd, bytes(8))
+                self._map = mmap.mmap(fd, 8)
+            finally:
+                os.close(fd)
+        return self._path
+
+    def read(self, size: int) -> None:
+        self._count += size
+        if self._map is not None:
+            struct.pack_into("Q", self._map, 0, self._count)
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)
+            self._path = None
+        self._count = 0
 
 
 _LOG_LIMIT = 1 << 20  # bytes; a longer kernel log is moved to <name>.log.1 at the next start

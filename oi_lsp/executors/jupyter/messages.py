@@ -28,8 +28,9 @@ Message = tuple[str, dict[str, Any]]  # (channel, Jupyter message)
 class Cell:
     """What is known of one execute request: its messages and how far it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: Callable[[int], None] = lambda size: None) -> None:
         self.queue: asyncio.Queue[Message] = asyncio.Queue()
+        self._read = read  # told the size of each stream text handled (the kernel's pacing)
         self.busy = False
         self.idle = False
         self.reply: dict[str, Any] | None = None
@@ -55,7 +56,9 @@ class Cell:
         kind = msg["msg_type"]
         content = msg["content"]
         if kind == "stream":
-            emit(Chunk("console", "output", strip_ansi(content.get("text", ""))))
+            text = content.get("text", "")
+            self._read(len(text))
+            emit(Chunk("console", "output", strip_ansi(text)))
         elif kind in ("execute_result", "display_data"):
             chunk = rich_chunk(content.get("data", {}))
             if chunk is not None:

@@ -1,0 +1,109 @@
+# Run in an IPython kernel, in a namespace of its own. A write longer than a megabyte goes out
+# as several iopub messages, not one, so whoever reads the kernel (the oi-lsp server) never
+# holds a whole 100 MB line at once (nor the many megabytes a fast loop writes between two of
+# ipykernel's timed flushes). And the kernel waits while the server is more than WINDOW
+# characters behind: the server counts what it has read in the shared file ACK (8 bytes,
+# mapped into both processes), so output cannot pile up in the server's memory however fast
+# the code prints. The text and its order are unchanged.
+#
+# IPython puts its own `write` on the stream around every cell and afterwards puts back the one
+# it found, so patching the stream or its class does not last. Instead the stream becomes an
+# instance of a subclass whose `write` is a property: the stream's own write, split, unless
+# something (IPython's capture, which calls the one it found) was put in its place.
+import mmap
+import struct
+import sys
+import time
+
+_SIZE = 1 << 20
+_WINDOW = 4 << 20
+_PATIENCE = 2.0  # seconds without progress of the reader before writing on regardless
+
+
+def _state():
+    state = getattr(sys, "_oi_output", None)
+    if state is None:
+        state = {"sent": 0, "unflushed": 0, "ack": None}
+        setattr(sys, "_oi_output", state)  # noqa: B010 (kept across runs of this file)
+    return state
+
+
+def _wait_for_reader(state):
+    ack = state["ack"]
+    if ack is None:
+        return
+    last, since = -1, time.monotonic()
+    while True:
+        read = struct.unpack_from("Q", ack)[0]
+        if state["sent"] - read <= _WINDOW:
+            return
+        if read != last:
+            last, since = read, time.monotonic()
+        elif time.monotonic() - since > _PATIENCE:
+            return
+        time.sleep(0.001)
+
+
+def _splitting(write, stream):
+    if getattr(write, "_oi_split", False):
+        return write
+
+    def split(text, *args, **kwargs):
+        if not isinstance(text, str):
+            return write(text, *args, **kwargs)
+        state = _state()
+        for at in range(0, max(len(text), 1), _SIZE):
+            piece = text[at:at + _SIZE]
+            write(piece, *args, **kwargs)
+            state["sent"] += len(piece)
+            state["unflushed"] += len(piece)
+            if state["unflushed"] >= _SIZE:
+                state["unflushed"] = 0
+                stream.flush()  # waits until the piece is sent
+                _wait_for_reader(state)
+        return len(text)
+
+    setattr(split, "_oi_split", True)  # noqa: B010
+    return split
+
+
+def _install(stream):
+    base = type(stream)
+    if getattr(base, "_oi_split", False) or not base.__module__.startswith("ipykernel"):
+        return
+
+    class Splitting(base):  # type: ignore[valid-type, misc]
+        _oi_split = True
+
+        @property
+        def write(self):
+            chosen = self.__dict__.get("_oi_write")
+            return chosen if chosen is not None else _splitting(base.write.__get__(self), self)
+
+        @write.setter
+        def write(self, value):  # IPython's capture, which calls the split write it found
+            if getattr(value, "__func__", None) is base.write:
+                value = None  # the unsplit write IPython found before this file ran
+            self.__dict__["_oi_write"] = value
+
+        @write.deleter
+        def write(self):
+            self.__dict__.pop("_oi_write", None)
+
+    stream.__dict__.pop("write", None)
+    stream.__class__ = Splitting
+
+
+def _follow(path):
+    """Count against the reader whose counter is in `path` (a new server after a reattach)."""
+    state = _state()
+    with open(path, "r+b") as f:
+        state["ack"] = mmap.mmap(f.fileno(), 8)
+    state["sent"] = struct.unpack_from("Q", state["ack"])[0]
+
+
+for _stream in (sys.stdout, sys.stderr):
+    _install(_stream)
+_ack = globals().get("ACK")  # the counter's path, given by the server
+if _ack:
+    _follow(_ack)
