@@ -84,6 +84,7 @@ class Workspace:
         self._turn_id = ""
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
+        self.opened = False  # in use: its kernel started, its settings files asked about
 
     def settings(self) -> Settings:
         return self.layers.settings()
@@ -100,6 +101,7 @@ class Workspace:
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast; ask
         about the folder's own settings if nobody trusted them."""
+        self.opened = True
         self.trust.start()
         self.repls.open()
 
