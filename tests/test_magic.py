@@ -12,6 +12,7 @@ import pytest
 from oi_lsp.client import OIClient
 from tests import modelserver as ms
 from tests.conftest import StartServer
+from tests.hardening import record
 from tests.modelserver import ModelServer
 
 
@@ -162,6 +163,8 @@ async def test_magic_writes_follow_no_link(client: OIClient, workspace: Path,
     assert json.loads((outside / "mine.json").read_text()) == []
     assert "Saved" in await magic(client, "%save_message sub/dir/m.json")
     assert (workspace / "sub" / "dir" / "m.json").is_file()
+    record("trust", magic_writes_through_links_tried=5,
+           magic_files_written_outside=len(list(outside.iterdir())) - 2)  # kept.md, mine.json
 
 
 def test_write_in_replaces_a_link_and_never_writes_through_it(tmp_path: Path) -> None:

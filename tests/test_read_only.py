@@ -13,6 +13,7 @@ from pygls.exceptions import JsonRpcException
 
 from oi_lsp.client import OIClient, to_uri
 from tests.conftest import StartServer
+from tests.hardening import record
 from tests.modelserver import ModelServer
 
 READ_ONLY = ("oi/history", "oi/sessions", "oi/status", "oi/languages", "oi/models",
@@ -42,6 +43,9 @@ async def test_read_only_requests_start_no_kernel(start_server: StartServer, tmp
         for method in READ_ONLY:
             await client.request(method, {"workspace": to_uri(folder)})
     await asyncio.sleep(2)  # a kernel start would have begun by now
+    record("trust", unopened_folders_read=len(folders),
+           read_only_requests=len(folders) * len(READ_ONLY),
+           processes_they_started=len(server_children(client) - before))
     assert server_children(client) == before
     for folder in folders:
         assert await kernels_started(client, folder) == []
@@ -72,14 +76,18 @@ async def test_bad_workspace_uris_are_invalid_params(start_server: StartServer, 
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
     cases = {**BAD, "a file": to_uri(a_file)}
+    codes = []
     for name, uri in cases.items():
         for method, extra in (("oi/history", {}), ("oi/chat", {"message": "hi"}),
                               ("oi/execute", {"language": "python", "code": "1"})):
             with pytest.raises(JsonRpcException) as err:
                 await client.request(method, {"workspace": uri, **extra})
+            codes.append(err.value.code)
             assert err.value.code == -32602, (name, method, err.value)
             assert "workspace" in str(err.value), (name, method, err.value)
             assert len(str(err.value)) < 600, (name, method)  # never the 400 KB back
+    record("trust", bad_uri_shapes=len(cases), bad_uri_requests=len(codes),
+           bad_uri_invalid_params=codes.count(-32602))
     sessions = await client.request("oi/status", {"workspace": to_uri(workspace)})
     assert sessions["workspace"] == to_uri(workspace)
 

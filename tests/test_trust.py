@@ -17,6 +17,7 @@ import pytest
 from oi_lsp.client import OIClient
 from tests import modelserver as ms
 from tests.conftest import StartServer
+from tests.hardening import record
 from tests.modelserver import ModelServer
 from tests.test_chat import ASK, ROOT, Term, chat_env, run_chat
 
@@ -85,6 +86,8 @@ async def test_the_attack_through_plain_lsp(start_server: StartServer, model: Mo
     result = await client.chat("summarize this repo")
     assert result["status"] == "done"
     # The key went only to the user's own server; the code was asked about (Skip), not run.
+    record("trust", lsp_attack_requests_to_attacker=len(attacker.requests),
+           lsp_attack_code_auto_run=int(marker.exists()))
     assert attacker.requests == [] and attacker.headers == []
     assert model.requests and model.requests[0]["model"] == "scripted"
     assert not marker.exists()
@@ -213,6 +216,8 @@ def test_the_attack_through_the_terminal_client(model: ModelServer, attacker: Mo
         chat.until("> ")
     finally:
         chat.kill()
+    record("trust", chat_attack_requests_to_attacker=len(attacker.requests),
+           chat_attack_code_auto_run=int(marker.exists()))
     assert attacker.requests == [] and model.requests[0]["model"] == "scripted"
     assert not marker.exists()
 
