@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-file", help="write the log here instead of stderr")
-    commands = parser.add_subparsers(dest="command", metavar="{chat,acp}")
+    commands = parser.add_subparsers(dest="command", metavar="{chat,acp,trust}")
     chat = commands.add_parser(
         "chat", help="chat in this terminal (starts the server as a child)",
         description="Talk to the model in this terminal: it proposes code, you approve it, "
@@ -49,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="An ACP agent over stdio on the same core: sessions are workspace "
                     "conversations; settings come from the environment (OI_MODEL, ...) and "
                     "profiles.")
+    trust = commands.add_parser(
+        "trust", help="let a folder's .oi/profile.yaml change your settings (as direnv allow)",
+        description="A workspace's .oi/profile.yaml applies only once you trust the folder with "
+                    "that content (editors and `oi-lsp chat` ask; VS Code uses Workspace "
+                    "Trust). This trusts the folder's profile as it is now; editing it asks "
+                    "again.")
+    trust.add_argument("folder", nargs="?", default=".", help="the workspace folder "
+                       "(default: here)")
+    trust.add_argument("--revoke", action="store_true", help="trust it no longer")
     return parser
 
 
@@ -58,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.token is not None:
         parser.error("--token is not accepted: `ps` would show the token to every user of this "
                      "machine; pass --token-file PATH or set $OI_LSP_TOKEN")
+    if args.command == "trust":
+        sys.exit(trust_folder(args.folder, args.revoke))
     if args.command == "chat":
         from .tui.app import main as chat_main
 
@@ -83,6 +94,35 @@ def main(argv: list[str] | None = None) -> None:
     logging.shutdown()
     sys.stderr.flush()
     os._exit(code)
+
+
+def trust_folder(name: str, revoke: bool) -> int:
+    """`oi-lsp trust`: record (or forget) the folder's settings files as the user's."""
+    from pathlib import Path
+
+    from .core import profiles, trust
+
+    folder = Path(name).expanduser().resolve()
+    if not folder.is_dir():
+        print(f"oi-lsp trust: {folder} is not a folder", file=sys.stderr)
+        return 2
+    if revoke:
+        done = trust.revoke(folder)
+        print(f"oi-lsp: {folder} " + ("is no longer trusted" if done else "was not trusted"))
+        return 0
+    files = trust.read(folder)
+    trust.allow(folder, files.digest)
+    if files.profile is None:
+        print(f"oi-lsp: trusted {folder}; it has no {trust.WORKSPACE_PROFILE} (one added later "
+              "is asked about)")
+        return 0
+    try:
+        wants = "; ".join(profiles.wanted_changes(
+            profiles.parse(files.profile, folder / trust.WORKSPACE_PROFILE))) or "nothing"
+    except profiles.ProfileError as exc:
+        wants = f"nothing yet: {exc}"
+    print(f"oi-lsp: trusted {folder}: its {trust.WORKSPACE_PROFILE} may change {wants}")
+    return 0
 
 
 def setup_logging(level: str, path: str | None) -> None:

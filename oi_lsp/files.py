@@ -6,6 +6,7 @@ imports nothing of oi-lsp's own.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -55,3 +56,31 @@ def atomic_write(path: Path, body: bytes, *, private: bool = False) -> None:
         os.fsync(folder)
     finally:
         os.close(folder)
+
+
+def write_in(folder: Path, name: str, body: bytes) -> None:
+    """Write the file `name` of `folder` whole, following no symbolic link: the folder is
+    opened without following one (resolve it first), the temp file is created anew, and the
+    rename replaces a link named `name` instead of writing where it points."""
+    if not name or "/" in name or name in (".", ".."):
+        raise IsADirectoryError(f"{name!r} is not a file name")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        tmp = f".{name}.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):  # one a crash left
+            os.unlink(tmp, dir_fd=fd)
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666,
+                      dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -262,6 +263,10 @@ async def test_images_trimmed_output_and_max_steps(model: ModelServer, data_dir:
                                                    workspace: Path) -> None:
     (workspace / ".oi").mkdir()  # the workspace's profile: the settings ACP has no channel for
     (workspace / ".oi" / "profile.yaml").write_text("max_output: 300\nmax_steps: 1\n")
+    # ACP has no question to ask it with: the user trusts the folder's profile beforehand.
+    await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "oi_lsp", "trust", str(workspace)], check=True,
+        env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)})
     recorder = Recorder()
     async with agent(model, data_dir, recorder) as conn:
         session = await conn.new_session(cwd=str(workspace), mcp_servers=[])

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
 
 from oi_lsp.client import OIClient
 from tests import modelserver as ms
 from tests.conftest import StartServer
+from tests.hardening import record
 from tests.modelserver import ModelServer
 
 
@@ -128,3 +130,52 @@ async def test_auto_run_respects_trust(start_server: StartServer, model: ModelSe
     assert (await settings(client))["autoRun"] is False
     assert "Auto-run is off" in await magic(client, "%auto_run false")
     assert model.requests == []
+
+
+async def refused(client: OIClient, command: str) -> str:
+    result = await client.chat(command)
+    assert result["status"] == "error", (command, result)
+    return str(result["error"])
+
+
+async def test_magic_writes_follow_no_link(client: OIClient, workspace: Path,
+                                           tmp_path: Path) -> None:
+    """Issue 21, item 11: %save_message through a dangling link wrote outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "messages.json").symlink_to(outside / "victim.json")  # dangling
+    assert "symbolic link" in await refused(client, "%save_message")
+    assert not (outside / "victim.json").exists()
+    (outside / "kept.md").write_text("keep")
+    (workspace / "notes.md").symlink_to(outside / "kept.md")
+    assert "symbolic link" in await refused(client, "%markdown notes.md")
+    assert (outside / "kept.md").read_text() == "keep"
+    # A relative path leads nowhere outside: not through a linked folder, not with `..`.
+    (workspace / "out").symlink_to(outside)
+    assert "outside the workspace" in await refused(client, "%jupyter out/x.ipynb")
+    assert "outside the workspace" in await refused(client, "%save_message ../escape.json")
+    assert sorted(p.name for p in outside.iterdir()) == ["kept.md"]
+    # A default export name skips a dangling link; an absolute path the user gave is written.
+    (workspace / "conversation.md").symlink_to(outside / "dangling.md")
+    assert "conversation-2.md" in await magic(client, "%markdown")
+    assert not (outside / "dangling.md").exists()
+    assert "Saved 0 messages" in await magic(client, f"%save_message {outside / 'mine.json'}")
+    assert json.loads((outside / "mine.json").read_text()) == []
+    assert "Saved" in await magic(client, "%save_message sub/dir/m.json")
+    assert (workspace / "sub" / "dir" / "m.json").is_file()
+    record("trust", magic_writes_through_links_tried=5,
+           magic_files_written_outside=len(list(outside.iterdir())) - 2)  # kept.md, mine.json
+
+
+def test_write_in_replaces_a_link_and_never_writes_through_it(tmp_path: Path) -> None:
+    from oi_lsp.files import write_in
+
+    (tmp_path / "f").symlink_to(tmp_path / "target")
+    write_in(tmp_path, "f", b"data")  # the rename replaces the link itself
+    assert not (tmp_path / "target").exists() and not (tmp_path / "f").is_symlink()
+    assert (tmp_path / "f").read_bytes() == b"data"
+    (tmp_path / "linked").symlink_to(tmp_path / "real", target_is_directory=True)
+    (tmp_path / "real").mkdir()
+    with pytest.raises(OSError):  # a linked folder is not followed
+        write_in(tmp_path / "linked", "g", b"x")
+    assert not (tmp_path / "real" / "g").exists()

@@ -506,3 +506,34 @@ def test_active_line_is_highlighted_while_it_runs(nvim: Nvim, workspace: Path) -
     assert run.result == {"after": "none"}  # the highlight ends with the run
     out = run.lines.index("```output")
     assert run.lines[out:out + 3] == ["```output", "slept", "```"]  # output block intact
+
+
+def test_workspace_profile_is_asked_about_with_vim_ui_select(nvim: Nvim, model: ModelServer,
+                                                             workspace: Path) -> None:
+    """The plugin sends no `trusted`: the server asks through window/showMessageRequest, which
+    Neovim shows with vim.ui.select; Trust makes the profile apply before the first turn."""
+    (workspace / ".oi").mkdir()
+    (workspace / ".oi" / "profile.yaml").write_text("max_tokens: 66\n")
+    model.script(ms.text("Answered with the profile."))
+    run = nvim.run("""
+        local asked = {}
+        vim.ui.select = function(items, opts, on_choice)
+          local titles = {}
+          for _, item in ipairs(items) do
+            table.insert(titles, opts.format_item and opts.format_item(item) or tostring(item))
+          end
+          table.insert(asked, { prompt = opts.prompt, kind = opts.kind, items = titles })
+          for i, title in ipairs(titles) do
+            if title == "Trust" then return on_choice(items[i], i) end
+          end
+          on_choice(nil, nil)
+        end
+        vim.cmd("OIChat hi")
+        T.wait_text("Answered with the profile.")
+        T.wait_idle()
+        return { asked = asked }
+    """, workspace)
+    [question] = run.result["asked"]
+    assert question["items"] == ["Trust", "Not now"] and question["kind"] == "lsp_message"
+    assert ".oi/profile.yaml" in question["prompt"]
+    assert model.requests[0]["max_tokens"] == 66

@@ -39,10 +39,11 @@ async def test_profile_precedence(start_server: StartServer, model: ModelServer,
     (workspace / ".oi").mkdir()
     (workspace / ".oi" / "profile.yaml").write_text("maxTokens: 222\nloop: false\n")
     env = {"OI_LSP_CONFIG_DIR": str(config_dir)}
-    # The client sets the key and a few values, and selects the profile.
+    # The client sets the key and a few values, and selects the profile; it says the workspace
+    # is trusted (as VS Code does), so its profile applies.
     client = await start_server(workspace, env=env, options={
-        "apiKey": "sk-test-key", "maxTokens": 50, "temperature": 0.3, "contextWindow": 900,
-        "profile": "fast"})
+        "trusted": True, "apiKey": "sk-test-key", "maxTokens": 50, "temperature": 0.3,
+        "contextWindow": 900, "profile": "fast"})
     settings = (await client.request("oi/configure", {}))["settings"]
     assert settings["profile"] == "fast"
     assert settings["model"] == "openai/scripted"  # from the user profile
@@ -83,7 +84,8 @@ async def test_untrusted_workspace_profile_is_ignored(start_server: StartServer,
 
 async def test_bad_profiles_are_named(start_server: StartServer, model: ModelServer,
                                       workspace: Path, config_dir: Path) -> None:
-    client = await start_server(workspace, env={"OI_LSP_CONFIG_DIR": str(config_dir)})
+    client = await start_server(workspace, env={"OI_LSP_CONFIG_DIR": str(config_dir)},
+                                options=model.settings(trusted=True))
     await client.request("oi/configure", {"profile": "fast"})
     for name, words in (("bad", ["bad.yml", "max_tokens", "greater than 0"]),
                         ("typo", ["typo.yaml", "'modle'", "unknown key"]),

@@ -110,7 +110,7 @@ class OIAgent:
 
     def _workspace(self, cwd: str) -> Workspace:
         try:
-            return self.workspaces.get(from_fs_path(cwd))
+            return self.workspaces.get(from_fs_path(cwd), start=True)  # a session uses it
         except NotAWorkspace as exc:
             raise RequestError.invalid_params({"cwd": str(exc)}) from exc
 
@@ -196,7 +196,7 @@ class OIAgent:
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
-        workspace = self.workspaces.get(session.workspace)
+        workspace = self.workspaces.get(session.workspace, start=True)
         text = _message(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"prompt": "no text"})

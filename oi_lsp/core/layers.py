@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import profiles
+from . import profiles, trust
 from .settings import Settings, SettingsError, check, combine, split_known
+
+
+@dataclass(frozen=True)
+class WorkspaceTrust:
+    """The workspace's settings files as last read, and whether they apply."""
+
+    files: trust.WorkspaceFiles
+    trusted: bool
+    by_client: bool  # the editor decided (VS Code's Workspace Trust): the store is not asked
 
 
 class SettingsLayers:
@@ -18,26 +28,50 @@ class SettingsLayers:
         self.base = base  # the server-wide layers: environment, then the editor's settings
         self.overrides: dict[str, Any] = {}  # oi/configure for this workspace
         self.profile_layers: list[dict[str, Any]] = []  # user profile, then .oi/profile.yaml
+        # None until the folder's files are read: untrusted until then.
+        self.workspace: WorkspaceTrust | None = None
         self._layers: list[dict[str, Any]] | None = None  # what self._settings was made of
         self._settings: Settings | None = None
 
+    def _client_trust(self) -> bool | None:
+        """`trusted` as the editor sent it (VS Code), None when it sent nothing."""
+        said = [layer["trusted"] for layer in self.base() if "trusted" in layer]
+        return bool(said[-1]) if said else None
+
     def settings(self) -> Settings:
-        layers = [*self.base(), *self.profile_layers, self.overrides]
+        base = self.base()
+        # Without the editor's word, the workspace is trusted when its files are: none that
+        # change settings, or the content the user trusted (trust.py).
+        decided = [] if any("trusted" in layer for layer in base) else [
+            {"trusted": self.workspace is not None and self.workspace.trusted}]
+        layers = [*base, *decided, *self.profile_layers, self.overrides]
         if layers != self._layers:  # comparing a few small dicts costs less than validating
             self._settings = combine(*layers)
             self._layers = [dict(layer) for layer in layers]
         assert self._settings is not None
         return self._settings
 
-    def _read_profiles(self, overrides: dict[str, Any]) -> list[dict[str, Any]]:
-        """The profile layers these overrides select (blocking: YAML files)."""
-        base = combine(*self.base(), overrides)
-        return profiles.layers(base.profile, self.folder, base.trusted)
+    def _read_profiles(self, overrides: dict[str, Any],
+                       ) -> tuple[list[dict[str, Any]], WorkspaceTrust]:
+        """The user profile these overrides select, then the workspace's own if it is
+        trusted (it wins), as layers (blocking: files)."""
+        name = combine(*self.base(), overrides).profile
+        out = [profiles.load(profiles.user_profile_path(name))] if name else []
+        files = trust.read(self.folder)
+        client = self._client_trust()
+        trusted = client if client is not None else (
+            not files.bodies or trust.allowed(self.folder, files.digest))
+        if trusted and files.profile is not None:
+            out.append(profiles.parse(files.profile, self.folder / trust.WORKSPACE_PROFILE))
+        return out, WorkspaceTrust(files, trusted, client is not None)
 
-    async def load_profiles(self) -> None:
+    async def load_profiles(self) -> WorkspaceTrust:
         """Read the selected profile and the workspace's own again (they may have changed);
         raises ProfileError naming the file and the key, and keeps the old layers then."""
-        self.profile_layers = await asyncio.to_thread(self._read_profiles, self.overrides)
+        self.profile_layers, workspace = await asyncio.to_thread(self._read_profiles,
+                                                                 self.overrides)
+        self.workspace = workspace
+        return workspace
 
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         """Apply settings to this workspace only; raises SettingsError and changes nothing
@@ -47,8 +81,8 @@ class SettingsLayers:
             raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)
         candidate = {**self.overrides, **known}
-        layers = await asyncio.to_thread(self._read_profiles, candidate)
+        layers, workspace = await asyncio.to_thread(self._read_profiles, candidate)
         combine(*self.base(), *layers, candidate)  # the merged result must be valid too
         self.overrides = candidate
-        self.profile_layers = layers
+        self.profile_layers, self.workspace = layers, workspace
         return self.settings(), unknown

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
 import re
 import sys
@@ -17,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .. import __version__
 from ..executors.base import RunResult
+from ..files import write_in
 from ..protocol import Message
 from . import export, llm
 from .prompt import to_model_messages
@@ -248,9 +250,15 @@ def _path(host: Host, arg: str, default: str) -> Path:
     return path if path.is_absolute() else host.folder / path
 
 
+def _given_absolute(arg: str) -> bool:
+    """The user named the place: an absolute path, or one in a home folder (~)."""
+    text = arg.strip().strip("\"'")
+    return Path(text).is_absolute() or text.startswith("~")
+
+
 async def _save_message(host: Host, console: Console, arg: str) -> None:
     path = _path(host, arg, "messages.json")
-    await _write(path, export.to_json(host.conversation.messages))
+    await _write(host, path, export.to_json(host.conversation.messages), _given_absolute(arg))
     console.say(f"Saved {len(host.conversation.messages)} messages to {path}.\n")
 
 
@@ -281,14 +289,18 @@ async def _export(host: Host, console: Console, arg: str, fmt: export.Format) ->
         path = _path(host, arg, "")
     else:  # a new file named after the conversation; never overwrite one
         slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:50] or "conversation"
-        path = host.folder / f"{slug}{export.SUFFIX[fmt]}"
-        n = 1
-        while path.exists():
-            n += 1
-            path = host.folder / f"{slug}-{n}{export.SUFFIX[fmt]}"
+        path = await asyncio.to_thread(_free_name, host.folder, slug, export.SUFFIX[fmt])
     content = await asyncio.to_thread(export.render, list(host.conversation.messages), fmt, title)
-    await _write(path, content)
+    await _write(host, path, content, _given_absolute(arg))
     console.say(f"Exported the conversation to {path}.\n")
+
+
+def _free_name(folder: Path, slug: str, suffix: str) -> Path:
+    path, n = folder / f"{slug}{suffix}", 1
+    while os.path.lexists(path):  # a link (even a dangling one) is taken too
+        n += 1
+        path = folder / f"{slug}-{n}{suffix}"
+    return path
 
 
 async def _markdown(host: Host, console: Console, arg: str) -> None:
@@ -299,10 +311,26 @@ async def _jupyter(host: Host, console: Console, arg: str) -> None:
     await _export(host, console, arg, "ipynb")
 
 
-async def _write(path: Path, content: str) -> None:
+async def _write(host: Host, path: Path, content: str, absolute: bool) -> None:
+    """Write a file the user asked for, following no symbolic link (files.write_in); a path
+    not `absolute` as the user gave it must stay in the workspace (no `..`, no linked folder
+    leading out)."""
+    root = host.folder.resolve()
+
+    def inside(folder: Path) -> None:
+        if not absolute and not folder.resolve().is_relative_to(root):
+            raise MagicError(f"Refusing to write {path}: it is outside the workspace. Give an "
+                             "absolute path to write there.")
+
     def write() -> None:
+        inside(path.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
+        folder = path.parent.resolve()
+        inside(folder)  # a folder swapped for a link meanwhile
+        if (folder / path.name).is_symlink():
+            raise MagicError(f"Refusing to write {path}: it is a symbolic link (to "
+                             f"{os.readlink(folder / path.name)}); links are not followed.")
+        write_in(folder, path.name, content.encode())
 
     try:
         await asyncio.to_thread(write)

@@ -1,5 +1,5 @@
 """YAML profiles (as in Open Interpreter): a user profile chosen by name, and a workspace's
-own `.oi/profile.yaml` (trusted workspaces only), turned into settings layers.
+own `.oi/profile.yaml` (once the user trusts it: trust.py), turned into settings layers.
 
 A profile may set any setting (snake_case or camelCase) and Open Interpreter's own keys: an
 `llm:` block, `custom_instructions`, `version`. Keys of Open Interpreter that mean nothing here
@@ -19,11 +19,11 @@ import platformdirs
 import yaml
 from pydantic import ValidationError
 
+from . import trust
 from .settings import Settings, SettingsError, field_name
 
 log = logging.getLogger(__name__)
 
-WORKSPACE_PROFILE = Path(".oi") / "profile.yaml"
 # Open Interpreter profile keys with no meaning in oi-lsp: accepted, ignored.
 _IGNORED = {"version", "offline", "verbose", "os", "computer", "disable_telemetry",
             "anonymous_telemetry", "multi_line", "speak_messages", "plain_text_display",
@@ -38,6 +38,7 @@ _LLM = {"model": "model", "api_base": "api_base", "api_key": "api_key",
         "api_version": None}
 # Settings a profile may not set: the editor's trust, and the choice of profile itself.
 _FORBIDDEN = {"trusted", "profile"}
+MAX_PROFILE = trust.MAX_FILE  # bytes; a settings file is a few lines
 
 
 class ProfileError(SettingsError):
@@ -67,8 +68,19 @@ def user_profile_path(name: str) -> Path:
 def load(path: Path) -> dict[str, Any]:
     """One profile file as a settings layer; ProfileError names the file and the bad key."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"profile {path}: cannot read it: {exc}") from None
+    return parse(body, path)
+
+
+def parse(body: bytes, path: Path) -> dict[str, Any]:
+    """A profile's content (read already) as a settings layer; `path` names it in errors."""
+    if len(body) > MAX_PROFILE:
+        raise ProfileError(f"profile {path}: larger than {MAX_PROFILE} bytes")
+    try:
+        data = yaml.safe_load(body.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ProfileError(f"profile {path}: cannot read it: {exc}") from None
     if data is None:
         return {}
@@ -120,13 +132,25 @@ def _layer(data: dict[Any, Any]) -> dict[str, Any]:
     return layer
 
 
-def layers(name: str | None, folder: Path, trusted: bool) -> list[dict[str, Any]]:
-    """The user profile `name` (if any), then the workspace's own (it wins), as layers."""
+def wanted_changes(layer: dict[str, Any]) -> list[str]:
+    """What a profile layer changes, in words, the settings that matter most first (for the
+    question whether to trust it); values shown only where they say where things go."""
+    shown = {"api_base": "the model server (where your API key is sent)",
+             "api_key": "the API key", "model": "the model", "auto_run": "run code unasked",
+             "kernel_gateway": "where code runs (a kernel gateway)",
+             "pass_keys_to_repls": "give your API keys to the code it runs"}
     out = []
-    if name:
-        out.append(load(user_profile_path(name)))
-    if trusted and (folder / WORKSPACE_PROFILE).is_file():
-        out.append(load(folder / WORKSPACE_PROFILE))
+    for name in sorted(layer, key=lambda n: (n not in shown, n)):
+        value = layer[name]
+        if name in ("api_base", "model"):
+            out.append(f"{shown[name]}: {str(value)[:80]!r}")
+        elif name == "kernel_gateway" and isinstance(value, dict):
+            out.append(f"{shown[name]}: {str(value.get('url'))[:80]!r}")
+        elif name in ("auto_run", "pass_keys_to_repls"):
+            if value is True:
+                out.append(shown[name])
+        else:
+            out.append(shown.get(name, name))
     return out
 
 

@@ -61,7 +61,10 @@ class Settings(BaseModel):
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
     kernel_name: str = "python3"
-    # Set by the client (initializationOptions) for workspaces the user has not trusted.
+    # Whether the workspace is trusted: its .oi/profile.yaml applies and it may auto-run. The
+    # editor's word when it sends one (VS Code's Workspace Trust, initializationOptions), else
+    # the user's trust store (trust.py): true for a folder with no settings file of its own, or
+    # whose file's content the user trusted. SettingsLayers always sets it.
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # run kernels on a Jupyter gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes

@@ -40,6 +40,7 @@ from .settings import Settings
 from .store import Store
 from .streamer import Streamer
 from .transcript import Transcript
+from .trust_prompt import TrustPrompt
 from .turn import Outcome, Turn
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class Workspace:
         self.folder = folder
         self.link = link
         self.layers = SettingsLayers(folder, base_layers)
+        self.trust = TrustPrompt(folder, self.layers, link.tell)  # its own settings files
         self.conversation = Conversation(uri, store,
                                          lambda text: link.show_text(text, error=True))
         self.transcript = Transcript(self.conversation, uri)
@@ -82,6 +84,7 @@ class Workspace:
         self._turn_id = ""
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
+        self.opened = False  # in use: its kernel started, its settings files asked about
 
     def settings(self) -> Settings:
         return self.layers.settings()
@@ -92,10 +95,14 @@ class Workspace:
         self.transcript.saw(method, params)
 
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
+        await self.trust.check()
         return await self.layers.configure(values)
 
     def open(self) -> None:
-        """Start the Python kernel now, in the background, so the first run is fast."""
+        """Start the Python kernel now, in the background, so the first run is fast; ask
+        about the folder's own settings if nobody trusted them."""
+        self.opened = True
+        self.trust.start()
         self.repls.open()
 
     def busy(self) -> bool:
@@ -145,7 +152,8 @@ class Workspace:
             assert self._ending is not None
             await asyncio.wait([self._ending])
         self.check_idle()
-        await self.layers.load_profiles()
+        await self.trust.check()  # the profiles again; asks about new untrusted ones
+        self.check_idle()  # another turn may have started while the user was asked
         turn_id = new_turn_id()
         settings = self.settings()
         turn: Turn | None = None  # magic commands are no model turn: no usage

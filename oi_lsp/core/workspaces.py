@@ -16,15 +16,48 @@ log = logging.getLogger(__name__)
 
 
 class NotAWorkspace(ValueError):
-    """A workspace URI that does not name an existing folder."""
+    """A workspace URI that does not name a folder that may be a workspace."""
+
+
+MAX_URI = 4096  # longer than any path the system takes (PATH_MAX)
+# System trees: never a workspace, whoever runs the server (root can write them).
+SYSTEM = tuple(Path(p) for p in ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                 "/boot", "/dev", "/proc", "/sys"))
 
 
 def folder_of(uri: str) -> Path:
+    """The folder a workspace URI names. Raises NotAWorkspace, saying why, for a URI too long,
+    not file:, malformed or not an existing folder, and for folders that are no project: the
+    filesystem root and the folders in it, system trees, folders the user cannot write."""
+    shown = uri if len(uri) <= 200 else uri[:200] + "…"  # a client may send megabytes
+    if len(uri) > MAX_URI:
+        raise NotAWorkspace(f"workspace URI is {len(uri)} characters long (at most {MAX_URI})")
     path = to_fs_path(uri) if uri.startswith("file:") else None
-    if not path or not Path(path).is_dir():
-        shown = uri if len(uri) <= 200 else uri[:200] + "…"  # a client may send megabytes
+    if not path:
+        raise NotAWorkspace(f"workspace {shown!r} is not a file:// URI")
+    try:
+        folder = Path(path).resolve()
+        exists = folder.is_dir()
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, a loop of links
+        raise NotAWorkspace(f"workspace {shown!r} is not a usable path: {exc}") from None
+    if not exists:
         raise NotAWorkspace(f"workspace {shown!r} is not a file:// URI of an existing folder")
-    return Path(path).resolve()
+    why = _not_a_project(folder)
+    if why:
+        raise NotAWorkspace(f"workspace {str(folder)!r} {why}: open a project folder")
+    return folder
+
+
+def _not_a_project(folder: Path) -> str | None:
+    if folder == folder.parent:
+        return "is the filesystem root"
+    if folder.parent == folder.parent.parent:
+        return "is a top-level system folder"
+    if any(folder.is_relative_to(system) for system in SYSTEM):
+        return "is a system folder"
+    if not os.access(folder, os.W_OK):
+        return "is not writable by you"
+    return None
 
 
 def normalize(uri: str) -> str:
@@ -43,7 +76,7 @@ class Workspaces:
 
     def add_folder(self, uri: str) -> Workspace:
         """A workspace folder the editor opened: its workspace starts its kernel now."""
-        workspace = self.get(uri)
+        workspace = self.get(uri, start=True)
         if workspace.uri not in self.folders:
             self.folders.append(workspace.uri)
         return workspace
@@ -53,15 +86,21 @@ class Workspaces:
         return [s.repls.opening for s in self._workspaces.values()
                 if s.repls.opening is not None and not s.repls.opening.done()]
 
-    def get(self, uri: str) -> Workspace:
+    def get(self, uri: str, *, start: bool = False) -> Workspace:
+        """The workspace of a folder. `start`: it is used now (the client's folders, a chat,
+        a run), so its kernel starts and its own settings are asked about; a request that
+        only reads or changes records (oi/history, oi/status, ...) starts nothing."""
         key = self._keys.get(uri)
         workspace = self._workspaces.get(key) if key is not None else None
-        if workspace is not None and workspace.folder.is_dir():
-            return workspace
-        key = self._keys[uri] = normalize(uri)
-        workspace = self._workspaces.get(key)
-        if workspace is None:
-            workspace = self._workspaces[key] = self._factory(key, folder_of(key))
+        if workspace is None or not workspace.folder.is_dir():
+            key = normalize(uri)
+            if len(self._keys) > 10_000:  # spellings a client may vary without end
+                self._keys.clear()
+            self._keys[uri] = key
+            workspace = self._workspaces.get(key)
+            if workspace is None:
+                workspace = self._workspaces[key] = self._factory(key, folder_of(key))
+        if start and not workspace.opened:
             workspace.open()
         return workspace
 
@@ -69,20 +108,23 @@ class Workspaces:
         """The open workspace of a normalized URI, if it is open (never opens one)."""
         return self._workspaces.get(uri)
 
-    def resolve(self, workspace: str | None, hint: str | None = None) -> Workspace:
+    def resolve(self, workspace: str | None, hint: str | None = None, *,
+                start: bool = False) -> Workspace:
         """The workspace a request means: its workspace, else the folder holding `hint`
         (a document URI), else the first folder, else the server's working directory."""
         if workspace:
-            return self.get(workspace)
+            return self.get(workspace, start=start)
         if hint and hint.startswith("file:"):
             path = to_fs_path(hint) or ""
             holders = [f for f in self.folders
                        if path.startswith((to_fs_path(f) or "\0").rstrip("/") + "/")]
             if holders:
-                return self.get(max(holders, key=len))
+                return self.get(max(holders, key=len), start=start)
         if self.folders:
-            return self.get(self.folders[0])
-        return self.add_folder(from_fs_path(os.getcwd()))
+            return self.get(self.folders[0], start=start)
+        if start:
+            return self.add_folder(from_fs_path(os.getcwd()))
+        return self.get(from_fs_path(os.getcwd()))
 
     async def remove_folder(self, uri: str) -> None:
         try:

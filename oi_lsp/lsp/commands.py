@@ -65,17 +65,18 @@ def arguments(model: type[protocol.M], args: tuple[Any, ...], text_field: str = 
         raise JsonRpcInvalidParams(str(exc)) from None
 
 
-def target(ls: OIServer, args: CommandTarget) -> Workspace:
-    """The workspace a command means: its `workspace`, else the folder holding `uri`."""
+def target(ls: OIServer, args: CommandTarget, *, start: bool = False) -> Workspace:
+    """The workspace a command means: its `workspace`, else the folder holding `uri`. Only a
+    chat or a run `start`s it (see server._workspace)."""
     try:
-        return ls.workspaces.resolve(args.workspace, args.uri)
+        return ls.workspaces.resolve(args.workspace, args.uri, start=start)
     except NotAWorkspace as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
 
 
 async def chat(ls: OIServer, args: tuple[Any, ...]) -> dict[str, Any]:
     a = arguments(ChatCommandArgs, args, "message")
-    workspace = target(ls, a)
+    workspace = target(ls, a, start=True)
     context = None
     if a.uri:
         text, language = await selection(ls, a.uri, a.range)
@@ -90,7 +91,7 @@ async def chat(ls: OIServer, args: tuple[Any, ...]) -> dict[str, Any]:
 
 async def execute(ls: OIServer, args: tuple[Any, ...]) -> dict[str, Any]:
     a = arguments(ExecuteCommandArgs, args)
-    workspace = target(ls, a)
+    workspace = target(ls, a, start=True)
     code, language = a.code, a.language
     if code is None:
         if not a.uri:

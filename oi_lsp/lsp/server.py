@@ -53,9 +53,11 @@ SERVER = OIServer()
 
 
 def _workspace(ls: OIServer, params: WorkspaceParams | ApproveParams,
-               hint: str | None = None) -> Workspace:
+               hint: str | None = None, *, start: bool = False) -> Workspace:
+    """The workspace a request names. Only a chat or a run `start`s it (its kernel, the
+    question about its settings): reading and changing records open nothing."""
     try:
-        return ls.workspaces.resolve(params.workspace, hint)
+        return ls.workspaces.resolve(params.workspace, hint, start=start)
     except NotAWorkspace as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
 
@@ -142,7 +144,7 @@ async def did_change_configuration(ls: OIServer,
 @SERVER.feature(protocol.CHAT)
 async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ChatParams, params)
-    workspace = _workspace(ls, p, p.context.uri if p.context else None)
+    workspace = _workspace(ls, p, p.context.uri if p.context else None, start=True)
     with refusals():
         return (await workspace.chat(p)).wire()
 
@@ -163,7 +165,7 @@ def approve(ls: OIServer, params: Any) -> dict[str, Any]:
 @SERVER.feature(protocol.EXECUTE)
 async def execute(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ExecuteParams, params)
-    return (await _workspace(ls, p).execute(p)).wire()
+    return (await _workspace(ls, p, start=True).execute(p)).wire()
 
 
 @SERVER.feature(protocol.STOP)

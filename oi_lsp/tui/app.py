@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import protocol
 from .approval import Approval
+from .questions import ask
 from .state import ChatState
 from .terminal import restore_mode, save_mode
 
@@ -95,6 +96,9 @@ class Chat:
         saved_tty = save_mode()
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         try:
+            if self.interactive:  # the server may ask (trust the folder's settings?) at once
+                state.reader = LineReader(loop)
+            state.client.message_box = lambda text, actions: ask(state, text, actions)
             # Its own session: the terminal's Ctrl-C reaches only us (we turn it into oi/stop),
             # never the server or its kernels.
             await state.client.start(new_session=True)
@@ -105,7 +109,6 @@ class Chat:
             if not await self._configure():
                 return USAGE
             if self.interactive:
-                state.reader = LineReader(loop)
                 return await self._interactive()
             message = self.message or (await asyncio.to_thread(sys.stdin.read)).strip()
             if not message:
