@@ -243,6 +243,9 @@ class ConfigureResult(Wire):
     warnings: list[str] = []
 
 
+SandboxState = Literal["off", "workspace-write", "read-only", "gateway"]
+
+
 class LanguageInfo(Wire):
     name: str
     aliases: list[str]
@@ -252,6 +255,10 @@ class LanguageInfo(Wire):
     install_hint: str | None = None
     location: Literal["local", "remote"] = "local"  # remote: on a kernel gateway
     host: str | None = None  # the gateway's host:port, for remote runners
+    # The OS sandbox its REPL starts in: a mode of setting `sandbox`, or "gateway" (the
+    # gateway's side decides); None for what the client shows (html).
+    sandbox: SandboxState | None = None
+    sandbox_network: bool | None = None  # None: not decided here
 
 
 class LanguagesResult(Wire):
@@ -316,6 +323,8 @@ class ReplStatus(Wire):
     cpu_percent: float | None = None  # of one core
     rss: int | None = None  # resident memory, bytes
     uptime: float | None = None  # seconds since the process started
+    sandbox: SandboxState | None = None  # what the running REPL was started in
+    sandbox_network: bool | None = None
 
 
 class TurnState(Wire):

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..executors import registry
 from ..executors.base import Chunk, Executor, RunResult
 from ..executors.gateway.config import GatewayConfig
+from ..executors.sandbox.policy import Sandbox
 from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
 from .aio import log_failure
@@ -32,7 +33,12 @@ def options_of(settings: Settings) -> registry.ReplOptions:
         keep_kernel=settings.keep_kernel)
     return registry.ReplOptions(kernel_name=settings.kernel_name,
                                 keep_kernel=settings.keep_kernel,
-                                pass_keys=settings.pass_keys_to_repls, gateway=config)
+                                pass_keys=settings.pass_keys_to_repls, gateway=config,
+                                sandbox=sandbox_of(settings))
+
+
+def sandbox_of(settings: Settings) -> Sandbox:
+    return Sandbox(settings.sandbox or "off", settings.sandbox_network)
 
 
 class Repls:
@@ -81,6 +87,7 @@ class Repls:
             settings = self._settings()
             executor.active_line = settings.active_line
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
+            await self._sandbox_to(executor, sandbox_of(settings), emit)
             return await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
                 lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))
@@ -98,10 +105,27 @@ class Repls:
             streamer.close()
             self._activity.set(turn_id, "idle")
 
+    async def _sandbox_to(self, executor: Executor, sandbox: Sandbox,
+                          say: Callable[[Chunk], None]) -> None:
+        """A REPL started in another sandbox than the settings now say is started anew."""
+        executor.sandbox = sandbox
+        started = executor.started_sandbox
+        if started is not None and started != sandbox:
+            say(Chunk("console", "output", _changed(executor.language, started, sandbox)))
+            await executor.restart()
+
+    async def apply_sandbox(self, say: Callable[[str], None]) -> None:
+        """After a settings change: restart, saying so first, the REPLs started in another
+        sandbox than the settings now say."""
+        sandbox = sandbox_of(self._settings())
+        for executor in list(self.executors.values()):
+            await self._sandbox_to(executor, sandbox, lambda chunk: say(chunk.content))
+
     async def restart_all(self) -> None:
-        pass_keys = self._settings().pass_keys_to_repls
+        settings = self._settings()
         for executor in self.executors.values():
-            executor.pass_keys = pass_keys
+            executor.pass_keys = settings.pass_keys_to_repls
+            executor.sandbox = sandbox_of(settings)
         await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
 
     async def close(self) -> None:
@@ -126,3 +150,8 @@ class Repls:
         options = options_of(self._settings())
         remote = await registry.remote_kernels(options)
         return registry.describe(options, remote)
+
+
+def _changed(language: str, old: Sandbox, new: Sandbox) -> str:
+    return (f"[the sandbox changed ({old.describe()} -> {new.describe()}): restarting the "
+            f"{language} REPL; its variables are lost]\n")

@@ -92,7 +92,15 @@ class Workspace:
         self.transcript.saw(method, params)
 
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
-        return await self.layers.configure(values)
+        result = await self.layers.configure(values)
+        await self.settings_changed()
+        return result
+
+    async def settings_changed(self) -> None:
+        """A REPL started in another sandbox restarts now (saying so), or, while a turn runs,
+        before its next run."""
+        if not self.busy():
+            await self.repls.apply_sandbox(self.link.show_text)
 
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..languages import ALIASES, LANGUAGES, Language
@@ -13,6 +13,7 @@ from . import kernelspecs, oneshot, repl
 from .base import Executor
 from .gateway.config import GatewayConfig
 from .jupyter.local import KernelExecutor
+from .sandbox.policy import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class ReplOptions:
     keep_kernel: bool = False  # leave local kernels running for the next server
     pass_keys: bool = False  # local REPLs start with the server's key variables
     gateway: GatewayConfig | None = None  # run kernels on this Jupyter gateway
+    sandbox: Sandbox = field(default_factory=Sandbox)  # what local REPLs may do
 
 
 def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
@@ -88,8 +90,10 @@ def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
 
         if language == "python":
             return GatewayKernelExecutor(language, options.kernel_name, cwd, options.gateway)
-        return remote_or_local(language, cwd, options.gateway,
-                               lambda: _create_local(language, cwd, options))
+        routed = remote_or_local(language, cwd, options.gateway,
+                                 lambda: _create_local(language, cwd, options))
+        routed.sandbox = options.sandbox
+        return routed
     return _create_local(language, cwd, options, keep=options.keep_kernel)
 
 
@@ -111,6 +115,7 @@ def _create_local(language: str, cwd: Path, options: ReplOptions,
                   keep: bool = False) -> Executor:
     executor = _local(language, cwd, options.kernel_name, keep)
     executor.pass_keys = options.pass_keys
+    executor.sandbox = options.sandbox
     return executor
 
 
@@ -169,11 +174,15 @@ def describe(options: ReplOptions, remote: dict[str, str] | None = None) -> list
     infos = [_info(lang, options.kernel_name) for lang in LANGUAGES.values()]
     infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
               for name, kernel in installed_kernels().items() if name not in LANGUAGES]
+    sandbox = options.sandbox
+    infos = [info if info.kind == "display" else info.model_copy(update={
+        "sandbox": sandbox.mode, "sandbox_network": sandbox.network}) for info in infos]
     gateway = options.gateway
     if gateway is not None:
         runners = {**(remote or {}), "python": gateway.kernel_name or options.kernel_name}
         infos = [info.model_copy(update={
             "location": "remote", "host": gateway.host, "kind": "kernel",
-            "runner": runners[info.name], "available": True, "install_hint": None})
+            "runner": runners[info.name], "available": True, "install_hint": None,
+            "sandbox": "gateway", "sandbox_network": None})
             if info.name in runners and info.kind != "display" else info for info in infos]
     return infos

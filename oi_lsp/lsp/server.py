@@ -125,6 +125,7 @@ async def did_change_configuration(ls: OIServer,
                                    params: types.DidChangeConfigurationParams) -> None:
     if isinstance(params.settings, dict) and params.settings:
         ls.apply_client_settings(params.settings)
+        await ls.workspaces.settings_changed()
         return
     # Pull model: the notification carries nothing; ask for the section.
     try:
@@ -135,6 +136,7 @@ async def did_change_configuration(ls: OIServer,
         return
     if values:
         ls.apply_client_settings(values[0])
+        await ls.workspaces.settings_changed()
 
 
 # oi/* requests -----------------------------------------------------------------------------

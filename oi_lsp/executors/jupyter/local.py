@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,8 @@ from jupyter_client.manager import AsyncKernelManager
 
 from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult
-from ..process import kill_members, no_input, repl_environ, run_start
+from ..process import end_launcher, kill_members, no_input, repl_environ, run_start
+from ..sandbox.policy import private_dir
 from . import records
 from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
 
@@ -35,6 +39,16 @@ async def _swept() -> None:
         task = _sweeps[loop] = loop.create_task(asyncio.to_thread(records.sweep))
     with contextlib.suppress(Exception):
         await asyncio.shield(task)
+
+
+class _Manager(AsyncKernelManager):
+    """A kernel manager whose kernel command goes through the sandbox's launcher."""
+
+    launch: Callable[[list[str], str], list[str]] = staticmethod(lambda cmd, _: cmd)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return self.launch(cmd, self.connection_file)
 
 
 class KernelExecutor(Executor):
@@ -62,6 +76,7 @@ class KernelExecutor(Executor):
         self._lock = asyncio.Lock()
         self._line_token = active_line.new_token()
         self._line_on = False  # whether the kernel reports active lines now
+        self._private_base: Path | None = None
 
     # Lifecycle -----------------------------------------------------------------------------
 
@@ -99,7 +114,12 @@ class KernelExecutor(Executor):
         log.info("kernel %s started (pid %s) in %s", self.kernel_name, self.pid, self.cwd)
 
     async def _launch(self) -> None:
-        km = AsyncKernelManager(kernel_name=self.kernel_name)
+        sandbox = self.sandbox
+        sandbox.check()  # refuse before anything starts
+        private = await asyncio.to_thread(self._private)
+        km = _Manager(kernel_name=self.kernel_name)
+        km.launch = lambda cmd, connection: sandbox.command(
+            cmd, self.cwd, private, follow_parent=not self.keep, ports_from=connection)
         # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
         # starts that reads input would wait forever; this way its read fails at once.
         stdin = no_input()
@@ -114,7 +134,8 @@ class KernelExecutor(Executor):
                 # keep: independent, no JPY_PARENT_PID, so the kernel outlives this server.
                 await km.start_kernel(cwd=str(self.cwd), independent=self.keep, stdin=stdin,
                                       stdout=out, stderr=out,
-                                      env=repl_environ(self.pass_keys))
+                                      env={**repl_environ(self.pass_keys),
+                                           **sandbox.environ(private)})
         finally:
             os.close(stdin)
         kc = km.client()
@@ -126,7 +147,14 @@ class KernelExecutor(Executor):
             await km.shutdown_kernel(now=True)
             raise
         self._km, self._kc = km, kc
+        self.started_sandbox = sandbox
         await self._record()
+
+    def _private(self) -> Path:
+        """The kernel's private temporary folder (kept for a kept kernel, as it is)."""
+        if self._private_base is None:
+            self._private_base = Path(tempfile.mkdtemp(prefix=f"oi-{self.language}-"))
+        return private_dir(self._private_base)
 
     async def _reattach(self, record: records.KernelRecord) -> bool:
         """Connect to a kernel an earlier server kept; False when it does not answer."""
@@ -206,6 +234,7 @@ class KernelExecutor(Executor):
                 # New sockets too: a request queued for a kernel that had died (zmq keeps it
                 # for the reconnect) must not run in the new kernel as well.
                 self._kc.stop_channels()
+                await end_launcher(self.pid)  # with all the kernel started
                 await self._km.shutdown_kernel(now=True)
                 await self._launch()  # records the new pid
         finally:
@@ -223,6 +252,7 @@ class KernelExecutor(Executor):
             log.info("leaving kernel %s of %s running (keepKernel)", self.pid, self.cwd)
         else:
             if self._km is not None:
+                await end_launcher(self.pid)  # with all the kernel started
                 with contextlib.suppress(Exception):
                     await self._km.shutdown_kernel(now=True)
             elif self._adopted is not None:
@@ -230,6 +260,9 @@ class KernelExecutor(Executor):
             if started and self._recording:
                 await asyncio.to_thread(records.forget, self.record_path)
         self._km = self._kc = self._adopted = None
+        if self._private_base is not None and not (self.keep and started):
+            await asyncio.to_thread(shutil.rmtree, self._private_base, True)
+            self._private_base = None
 
     async def is_alive(self) -> bool:
         if self._adopted is not None:
