@@ -66,7 +66,7 @@ Role = Literal["user", "assistant", "computer"]
 ChunkType = Literal["message", "code", "console", "image", "confirmation", "status", "error"]
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
-Decision = Literal["run", "skip", "edit"]
+Decision = Literal["run", "skip", "edit", "outside"]  # outside: only a blocked run's
 RiskLevel = Literal["low", "medium", "high"]
 # What became of a piece of code the model proposed (or the user ran): on its `code` message.
 CodeOutcome = Literal["ran", "edited", "skipped", "stopped", "timedOut", "autoRan", "error",
@@ -385,6 +385,9 @@ class Proposal(Wire):
     code: str
     auto_run: bool
     risk: Risk = Field(default_factory=Risk)
+    # Set when this asks to run, once and outside the sandbox, code the sandbox just blocked
+    # (what it refused): "run" / "outside" run it so, in a fresh process; "skip" does not.
+    sandbox_blocked: str | None = None
 
 
 class Usage(Wire):

@@ -4,6 +4,7 @@ workspace opens), each run streamed to the client and watched."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from ..executors import registry
 from ..executors.base import Chunk, Executor, RunResult
 from ..executors.gateway.config import GatewayConfig
+from ..executors.sandbox import blocked
 from ..executors.sandbox.policy import Sandbox
 from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
@@ -64,10 +66,7 @@ class Repls:
             self.executors[language] = executor
         return executor
 
-    async def run(self, turn_id: str, language: str, code: str, chunks: list[Chunk],
-                  timeout: float | None) -> RunResult:
-        """Run code in the REPL for `language`, streaming its output; every chunk shown is
-        also appended to `chunks`."""
+    def _emitter(self, turn_id: str, chunks: list[Chunk]) -> Callable[[Chunk], None]:
         streamer = self._streamer
 
         def emit(chunk: Chunk) -> None:
@@ -80,17 +79,28 @@ class Repls:
             else:
                 streamer.whole(turn_id, "computer", chunk.type, chunk.format, chunk.content)
 
+        return emit
+
+    async def run(self, turn_id: str, language: str, code: str, chunks: list[Chunk],
+                  timeout: float | None, outside: bool = False) -> RunResult:
+        """Run code in the REPL for `language`, streaming its output; every chunk shown is
+        also appended to `chunks`. With `outside`, in a fresh unconfined process instead (the
+        user let this one run out of the sandbox). A confined run the sandbox refused says
+        so, in its output and its result's `blocked`."""
+        emit = self._emitter(turn_id, chunks)
         self._activity.set(turn_id, "running")
         try:
             name = registry.canonical(language)
-            executor = self._executor(name)
+            executor = registry.outside(name, self.folder) if outside else self._executor(name)
             settings = self._settings()
             executor.active_line = settings.active_line
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
-            await self._sandbox_to(executor, sandbox_of(settings), emit)
-            return await self.watch.run(
+            if not outside:
+                await self._sandbox_to(executor, sandbox_of(settings), emit)
+            result = await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
-                lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))
+                lambda repl, elapsed: self._streamer.resources(turn_id, repl, elapsed))
+            return _refused(executor, result, chunks, emit)
         except MemoryRestart as exc:
             emit(Chunk("console", "output", f"\n[stopped: {exc}]\n"))
             return RunResult("error", str(exc))
@@ -102,7 +112,7 @@ class Repls:
             emit(Chunk("console", "output", f"could not start {language}: {exc}\n"))
             return RunResult("error", f"could not start {language}: {exc}")
         finally:
-            streamer.close()
+            self._streamer.close()
             self._activity.set(turn_id, "idle")
 
     async def _sandbox_to(self, executor: Executor, sandbox: Sandbox,
@@ -114,12 +124,20 @@ class Repls:
             say(Chunk("console", "output", _changed(executor.language, started, sandbox)))
             await executor.restart()
 
-    async def apply_sandbox(self, say: Callable[[str], None]) -> None:
-        """After a settings change: restart, saying so first, the REPLs started in another
-        sandbox than the settings now say."""
+    async def apply_sandbox(self, tell: Tell) -> None:
+        """After a settings change: the REPLs started in another sandbox than the settings
+        now say are restarted, the user told first."""
         sandbox = sandbox_of(self._settings())
-        for executor in list(self.executors.values()):
-            await self._sandbox_to(executor, sandbox, lambda chunk: say(chunk.content))
+        stale = [ex for ex in self.executors.values()
+                 if ex.started_sandbox not in (None, sandbox)]
+        for executor in self.executors.values():
+            executor.sandbox = sandbox
+        if not stale:
+            return
+        names = ", ".join(ex.language for ex in stale)
+        await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
+                   f"otherwise ({names}); their variables are lost.", [])
+        await asyncio.gather(*(ex.restart() for ex in stale))
 
     async def restart_all(self) -> None:
         settings = self._settings()
@@ -155,3 +173,16 @@ class Repls:
 def _changed(language: str, old: Sandbox, new: Sandbox) -> str:
     return (f"[the sandbox changed ({old.describe()} -> {new.describe()}): restarting the "
             f"{language} REPL; its variables are lost]\n")
+
+
+def _refused(executor: Executor, result: RunResult, chunks: list[Chunk],
+             emit: Callable[[Chunk], None]) -> RunResult:
+    """`result`, with what the sandbox refused (told in the output too), if it did."""
+    started = executor.started_sandbox
+    if started is None or not started.confined:
+        return result
+    what = blocked.refusal("".join(c.content for c in chunks if c.type == "console"))
+    if what is None:
+        return result
+    emit(Chunk("console", "output", f"\n[blocked by the sandbox: {what}]\n"))
+    return dataclasses.replace(result, blocked=what)

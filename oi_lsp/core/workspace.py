@@ -100,7 +100,7 @@ class Workspace:
         """A REPL started in another sandbox restarts now (saying so), or, while a turn runs,
         before its next run."""
         if not self.busy():
-            await self.repls.apply_sandbox(self.link.show_text)
+            await self.repls.apply_sandbox(self.link.tell)
 
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast."""
@@ -198,9 +198,10 @@ class Workspace:
     def _new_turn(self, turn_id: str, settings: Settings) -> Turn:
         conversation = self.conversation
 
-        async def run_code(language: str, code: str, chunks: list[Chunk]) -> RunResult:
+        async def run_code(language: str, code: str, chunks: list[Chunk],
+                           outside: bool = False) -> RunResult:
             return await self.repls.run(turn_id, language, code, chunks,
-                                        settings.execution_timeout)
+                                        settings.execution_timeout, outside)
 
         gate = self.gate.for_turn(turn_id, settings, lambda: self.settings().auto_run)
         return Turn(turn_id, settings, conversation, streamer=self.streamer,

@@ -65,6 +65,7 @@ class RunResult:
     status: RunStatus
     error: str | None = None
     exit_code: int | None = None
+    blocked: str | None = None  # what the sandbox refused (a line of the output), if anything
 
 
 Emit = Callable[[Chunk], None]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +145,24 @@ def _local(language: str, cwd: Path, kernel_name: str, keep: bool) -> Executor:
     spec = {"javascript": repl.node_spec, "ruby": repl.ruby_spec, "r": repl.r_spec,
             "powershell": repl.pwsh_spec}.get(lang.name)
     return repl.ReplExecutor(spec(program) if spec else repl.shell_spec(lang.name, program), cwd)
+
+
+def outside(language: str, cwd: Path) -> Executor:
+    """A fresh, unconfined process of `language` for one run the user let out of the sandbox
+    (the confined REPL cannot be lifted): it shares none of the REPL's state."""
+    lang = LANGUAGES.get(language)
+    program = sys.executable if language == "python" else (
+        _program(lang) if lang is not None else None)
+    if lang is None or program is None or lang.kind == "display":
+        raise UnknownLanguage(f"cannot run {language!r} outside the sandbox here")
+    if lang.name == "r":
+        program = str(Path(program).with_name("Rscript"))
+    elif lang.name == "java":
+        program = str(Path(program).with_name("java"))
+    flags = ["-File"] if lang.name == "powershell" else []
+    return oneshot.OneShotExecutor(
+        lang.name, lambda path: [program, *flags, str(path)], cwd,
+        oneshot.java_source if lang.name == "java" else lambda code: code)
 
 
 def _missing(lang: Language) -> str:

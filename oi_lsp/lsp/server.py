@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from .. import protocol
 from ..core import llm, model_presets, profiles
-from ..core.approval import Answer, UnknownProposal
+from ..core.approval import Answer, UnknownProposal, WrongDecision
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace
@@ -157,7 +157,7 @@ def approve(ls: OIServer, params: Any) -> dict[str, Any]:
         workspace = _workspace(ls, p).uri
     try:
         ls.approvals.answer(p.proposal_id, Answer(p.decision, p.code), workspace)
-    except UnknownProposal as exc:
+    except (UnknownProposal, WrongDecision) as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
     return OkResult().wire()
 

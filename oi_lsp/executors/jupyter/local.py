@@ -19,7 +19,14 @@ from jupyter_client.manager import AsyncKernelManager
 
 from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult
-from ..process import end_launcher, kill_members, no_input, repl_environ, run_start
+from ..process import (
+    end_launcher,
+    kill_members,
+    no_input,
+    repl_environ,
+    repl_of,
+    run_start,
+)
 from ..sandbox.policy import private_dir
 from . import records
 from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
@@ -212,7 +219,7 @@ class KernelExecutor(Executor):
             await self._km.interrupt_kernel()
         elif self._adopted is not None:  # as jupyter_client does: the whole process group
             try:
-                os.killpg(self._adopted.pid, signal.SIGINT)
+                os.killpg(os.getpgid(self._adopted.pid), signal.SIGINT)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.kill(self._adopted.pid, signal.SIGINT)
@@ -234,7 +241,7 @@ class KernelExecutor(Executor):
                 # New sockets too: a request queued for a kernel that had died (zmq keeps it
                 # for the reconnect) must not run in the new kernel as well.
                 self._kc.stop_channels()
-                await end_launcher(self.pid)  # with all the kernel started
+                await end_launcher(self._launcher())  # with all the kernel started
                 await self._km.shutdown_kernel(now=True)
                 await self._launch()  # records the new pid
         finally:
@@ -252,7 +259,7 @@ class KernelExecutor(Executor):
             log.info("leaving kernel %s of %s running (keepKernel)", self.pid, self.cwd)
         else:
             if self._km is not None:
-                await end_launcher(self.pid)  # with all the kernel started
+                await end_launcher(self._launcher())  # with all the kernel started
                 with contextlib.suppress(Exception):
                     await self._km.shutdown_kernel(now=True)
             elif self._adopted is not None:
@@ -271,8 +278,13 @@ class KernelExecutor(Executor):
 
     @property
     def pid(self) -> int | None:
+        """The kernel's (not its launcher's: sandbox/launch.py)."""
         if self._adopted is not None:
             return self._adopted.pid
+        launcher = self._launcher()
+        return None if launcher is None else repl_of(launcher) or launcher
+
+    def _launcher(self) -> int | None:
         provisioner = self._km.provisioner if self._km is not None else None
         pid = getattr(provisioner, "pid", None)
         return pid if isinstance(pid, int) else None
@@ -319,7 +331,9 @@ class KernelExecutor(Executor):
             # The interrupt reached the whole process group, but what ignores SIGINT
             # (a shell's background job) is still there: end what this run started.
             if (pid := self.pid) is not None:
-                await kill_members(pid, exclude=pid, since=since)
+                with contextlib.suppress(OSError):
+                    group = os.getpgid(pid)  # its launcher's
+                    await kill_members(group, exclude=group, since=since)
             raise
         finally:
             del self._routes[msg_id]
