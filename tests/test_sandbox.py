@@ -18,6 +18,7 @@ from oi_lsp.executors import registry
 from oi_lsp.executors.base import Chunk, Executor
 from oi_lsp.executors.sandbox import landlock
 from oi_lsp.executors.sandbox.policy import Sandbox, SandboxUnavailable
+from tests.hardening import record
 
 pytestmark = pytest.mark.skipif(landlock.abi() < 6, reason="needs Landlock ABI 6 or later")
 
@@ -129,6 +130,8 @@ async def test_workspace_write(make: Make, lang: Lang, tmp_path: Path, listener:
     status, text = await run(ex, lang.print_x)  # its variables survived all of it
     assert status == "ok" and "42" in text
     assert ex.sandbox_state() == "workspace-write"
+    record("sandbox", **{f"escapes_{lang.name}": "4 tried (the REPL, a child, a daemon write "
+                                                  "outside; a signal to the server), 0 worked"})
 
 
 @pytest.mark.timeout(300)

@@ -17,7 +17,7 @@ from oi_lsp.client import OIClient
 from oi_lsp.executors.sandbox import landlock
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
-from tests.hardening import sigkill, wait_gone
+from tests.hardening import record, sigkill, wait_gone
 from tests.modelserver import ModelServer
 
 pytestmark = pytest.mark.skipif(landlock.abi() < 6, reason="needs Landlock ABI 6 or later")
@@ -118,6 +118,7 @@ async def test_code_cannot_kill_the_server(start_server: StartServer, model: Mod
     assert client.process is not None and client.process.returncode is None
     result = await client.execute("python", "print('still here')")
     assert "still here" in "".join(o["content"] for o in result["outputs"])
+    record("sandbox", server_killed_by_its_code=0)
 
 
 def _sleeps(marker: str) -> list[psutil.Process]:
@@ -148,6 +149,7 @@ async def test_daemons_end_with_reset_and_shutdown(start_server: StartServer,
         else:
             await client.close()
         assert await wait_gone(daemons, timeout=10) == []
+        record("sandbox", **{f"daemons_left_after_{end}_{sandbox}": f"0 of {len(daemons)}"})
 
 
 async def test_server_death_mid_run_loses_only_the_run(start_server: StartServer,
