@@ -53,6 +53,7 @@ class Repls:
         self.watch = Watch(settings, tell)
         self.executors: dict[str, Executor] = {}
         self.opening: asyncio.Task[None] | None = None  # the kernel start open() began
+        self._ran: set[str] = set()  # languages whose REPL has run code: state to lose
 
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast."""
@@ -97,6 +98,7 @@ class Repls:
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
             if not outside:
                 await self._sandbox_to(executor, sandbox_of(settings), emit)
+                self._ran.add(name)
             result = await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
                 lambda repl, elapsed: self._streamer.resources(turn_id, repl, elapsed))
@@ -121,22 +123,26 @@ class Repls:
         executor.sandbox = sandbox
         started = executor.started_sandbox
         if started is not None and started != sandbox:
-            say(Chunk("console", "output", _changed(executor.language, started, sandbox)))
+            if executor.language in self._ran:  # else there is nothing to lose, nor to say
+                say(Chunk("console", "output", _changed(executor.language, started, sandbox)))
             await executor.restart()
 
     async def apply_sandbox(self, tell: Tell) -> None:
         """After a settings change: the REPLs started in another sandbox than the settings
         now say are restarted, the user told first."""
         sandbox = sandbox_of(self._settings())
+        if self.opening is not None and not self.opening.done():
+            await asyncio.wait([self.opening])  # started in the old sandbox: restarted below
         stale = [ex for ex in self.executors.values()
                  if ex.started_sandbox not in (None, sandbox)]
         for executor in self.executors.values():
             executor.sandbox = sandbox
         if not stale:
             return
-        names = ", ".join(ex.language for ex in stale)
-        await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
-                   f"otherwise ({names}); their variables are lost.", [])
+        names = ", ".join(ex.language for ex in stale if ex.language in self._ran)
+        if names:
+            await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
+                       f"otherwise ({names}); their variables are lost.", [])
         await asyncio.gather(*(ex.restart() for ex in stale))
 
     async def restart_all(self) -> None:
