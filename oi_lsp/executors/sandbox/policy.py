@@ -4,6 +4,7 @@ environment that make it so: every local REPL and kernel starts through launch.p
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from . import landlock
+
+log = logging.getLogger(__name__)
 
 Mode = Literal["off", "workspace-write", "read-only"]
 MODES: tuple[Mode, ...] = ("off", "workspace-write", "read-only")
@@ -51,6 +54,10 @@ class Sandbox:
             except landlock.Unavailable as exc:
                 raise SandboxUnavailable(f"sandbox {self.mode!r} cannot be enforced: "
                                          f"{exc.strerror}") from None
+            if version < 6:
+                log.warning("sandbox %s without scoping: Landlock ABI %s cannot keep its code "
+                            "from signalling processes outside it (ABI 6, Linux 6.12)",
+                            self.mode, version)
             return landlock.describe(version, self.network)
         if sys.platform == "darwin":
             return "sandbox-exec (untested)"
