@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,3 +162,18 @@ def test_unenforceable_sandbox_is_refused() -> None:
         landlock.check(landlock.Rules(), version=0)
     assert isinstance(Sandbox("workspace-write").check(), str)
     assert issubclass(SandboxUnavailable, RuntimeError)
+
+
+def test_launcher_exits_as_its_program_and_refuses_what_it_cannot_enforce(
+        tmp_path: Path) -> None:
+    launch = [sys.executable, "-m", "oi_lsp.executors.sandbox.launch"]
+    done = subprocess.run([*launch, "--", "sh", "-c", "exit 3"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3
+    killed = subprocess.run([*launch, "--", "sh", "-c", "kill -TERM $$"], timeout=60)
+    assert killed.returncode == -signal.SIGTERM
+    refused = subprocess.run([*launch, "--confine", "--write", str(tmp_path / "missing"), "--",
+                              "sh", "-c", f"touch {tmp_path / 'ran'}"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 126 and "refusing to start sh" in refused.stderr
+    assert not (tmp_path / "ran").exists()

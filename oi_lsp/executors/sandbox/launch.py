@@ -112,10 +112,18 @@ def end_tree() -> None:
         time.sleep(0.005)
 
 
+_main: dict[str, int] = {}  # "pid" of the program; its wait "status" once reaped
+
+
 def _reap_ready() -> None:
     with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
+        while (reaped := os.waitpid(-1, os.WNOHANG))[0] > 0:
+            _note(*reaped)
+
+
+def _note(pid: int, status: int) -> None:
+    if pid == _main.get("pid"):
+        _main["status"] = status
 
 
 def _child(args: argparse.Namespace, ruleset: int | None, launcher: int) -> None:
@@ -160,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     pid = os.fork()
     if pid == 0:
         _child(args, ruleset, launcher)
+    _main["pid"] = pid
     if ruleset is not None:
         os.close(ruleset)
     status = _wait_for(pid)
@@ -169,13 +178,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _wait_for(pid: int) -> int:
     """Reap children (orphans included) until `pid` ends; its wait status."""
-    while True:
+    while "status" not in _main:
         try:
-            done, status = os.waitpid(-1, 0)
+            _note(*os.waitpid(-1, 0))
         except ChildProcessError:
-            return 0
-        if done == pid:
-            return status
+            break
+    return _main.get("status", 0)
 
 
 def _exit_as(status: int) -> int:
