@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from oi_lsp.client import OIClient
@@ -107,6 +108,17 @@ async def test_auto_run_inside_the_sandbox(start_server: StartServer, model: Mod
     assert proposal["autoRun"] is False and proposal["risk"]["level"] == "medium"
     await client.approve(proposal["proposalId"], "skip")
     await chat
+
+    # The editor's own settings change (didChangeConfiguration): the same.
+    since = len(client.notifications)
+    client.lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"oi": {"sandboxNetwork": False}}))
+    said = await client.wait_for("window/showMessage", since=since)
+    assert "no network" in said["message"] and "python" in said["message"]
+    async with asyncio.timeout(60):  # said first, then restarted
+        while python((await client.request("oi/status", {}))["repls"])["sandboxNetwork"]:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+    assert python((await client.request("oi/status", {}))["repls"])["sandbox"] == "off"
 
 
 async def test_code_cannot_kill_the_server(start_server: StartServer, model: ModelServer,
