@@ -241,7 +241,7 @@ class KernelExecutor(Executor):
                 # New sockets too: a request queued for a kernel that had died (zmq keeps it
                 # for the reconnect) must not run in the new kernel as well.
                 self._kc.stop_channels()
-                await end_launcher(self._launcher())  # with all the kernel started
+                await end_launcher(_launcher(self._km))  # with all the kernel started
                 await self._km.shutdown_kernel(now=True)
                 await self._launch()  # records the new pid
         finally:
@@ -259,7 +259,7 @@ class KernelExecutor(Executor):
             log.info("leaving kernel %s of %s running (keepKernel)", self.pid, self.cwd)
         else:
             if self._km is not None:
-                await end_launcher(self._launcher())  # with all the kernel started
+                await end_launcher(_launcher(self._km))  # with all the kernel started
                 with contextlib.suppress(Exception):
                     await self._km.shutdown_kernel(now=True)
             elif self._adopted is not None:
@@ -268,8 +268,8 @@ class KernelExecutor(Executor):
                 await asyncio.to_thread(records.forget, self.record_path)
         self._km = self._kc = self._adopted = None
         if self._private_base is not None and not (self.keep and started):
-            await asyncio.to_thread(shutil.rmtree, self._private_base, True)
-            self._private_base = None
+            base, self._private_base = self._private_base, None
+            await asyncio.to_thread(shutil.rmtree, base, True)
 
     async def is_alive(self) -> bool:
         if self._adopted is not None:
@@ -281,13 +281,8 @@ class KernelExecutor(Executor):
         """The kernel's (not its launcher's: sandbox/launch.py)."""
         if self._adopted is not None:
             return self._adopted.pid
-        launcher = self._launcher()
+        launcher = _launcher(self._km)
         return None if launcher is None else repl_of(launcher) or launcher
-
-    def _launcher(self) -> int | None:
-        provisioner = self._km.provisioner if self._km is not None else None
-        pid = getattr(provisioner, "pid", None)
-        return pid if isinstance(pid, int) else None
 
     # Running -------------------------------------------------------------------------------
 
@@ -363,6 +358,13 @@ class KernelExecutor(Executor):
     async def _restart_unresponsive(self) -> None:
         log.warning("kernel ignored the interrupt; restarting it")
         await self.restart()
+
+
+def _launcher(km: AsyncKernelManager | None) -> int | None:
+    """The pid of the process jupyter_client started: the sandbox's launcher."""
+    provisioner = km.provisioner if km is not None else None
+    pid = getattr(provisioner, "pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 _LOG_LIMIT = 1 << 20  # bytes; a longer kernel log is moved to <name>.log.1 at the next start
