@@ -147,6 +147,7 @@ class Repls:
 
     async def restart_all(self) -> None:
         settings = self._settings()
+        self._ran.clear()  # nothing left to lose
         for executor in self.executors.values():
             executor.pass_keys = settings.pass_keys_to_repls
             executor.sandbox = sandbox_of(settings)
