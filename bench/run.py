@@ -248,7 +248,8 @@ class Bench:
             await raw.start()
             await raw.timed("x = 0")
             await on.start()
-            await on.initialize([ws], self.model.settings(autoRun=True))
+            # The sandbox (autoRun's default) measured on its own: row 8g.
+            await on.initialize([ws], self.model.settings(autoRun=True, sandbox="off"))
             await on.timed("x = 0")
             # The first seconds of a server: litellm loads in a thread meanwhile (metric 8d).
             loading: list[float] = []
@@ -262,6 +263,7 @@ class Bench:
             await wait_idle_cpu([on.pid, off.pid], timeout=120)
             await self.warm(on, off, raw)
             await self.active_line(on)
+            await self.sandboxed(on)
             await self.gateway(on)
             await self.shell(on)
             await self.idle_memory(on)
@@ -307,6 +309,21 @@ class Bench:
                                       "initialized)", self.loading.ms(),
                                 "after it loaded " + ours.ms(),
                                 fmt_ratio(ratio(self.loading, ours))))
+
+    async def sandboxed(self, on: Server) -> None:
+        """Issue 22: the warm round trip in a kernel confined by the OS sandbox (set once at
+        its start: it should cost nothing per run)."""
+        self.log("sandbox on and off")
+        ws_box, ws_open = self.folder("ws-sandbox"), self.folder("ws-unconfined")
+        for folder, mode in ((ws_box, "workspace-write"), (ws_open, "off")):
+            await on.client.request("oi/configure", {"workspace": to_uri(folder),
+                                                     "sandbox": mode})
+            await on.timed("x = 0", folder)
+        r = await self.interleave({"on": lambda: on.timed(WARM, ws_box),
+                                   "off": lambda: on.timed(WARM, ws_open)}, self.c.runs)
+        assert r["on"] and r["off"]
+        self.report.add(Row("8g", f"warm `{WARM}`, sandbox workspace-write", r["on"].ms(),
+                            "sandbox off " + r["off"].ms(), fmt_ratio(ratio(r["on"], r["off"]))))
 
     async def active_line(self, on: Server) -> None:
         """Metric 8: the activeLine stage (tracking the running line) on and off."""

@@ -66,7 +66,7 @@ Role = Literal["user", "assistant", "computer"]
 ChunkType = Literal["message", "code", "console", "image", "confirmation", "status", "error"]
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
-Decision = Literal["run", "skip", "edit"]
+Decision = Literal["run", "skip", "edit", "outside"]  # outside: only a blocked run's
 RiskLevel = Literal["low", "medium", "high"]
 # What became of a piece of code the model proposed (or the user ran): on its `code` message.
 CodeOutcome = Literal["ran", "edited", "skipped", "stopped", "timedOut", "autoRan", "error",
@@ -243,6 +243,9 @@ class ConfigureResult(Wire):
     warnings: list[str] = []
 
 
+SandboxState = Literal["off", "workspace-write", "read-only", "gateway"]
+
+
 class LanguageInfo(Wire):
     name: str
     aliases: list[str]
@@ -252,6 +255,10 @@ class LanguageInfo(Wire):
     install_hint: str | None = None
     location: Literal["local", "remote"] = "local"  # remote: on a kernel gateway
     host: str | None = None  # the gateway's host:port, for remote runners
+    # The OS sandbox its REPL starts in: a mode of setting `sandbox`, or "gateway" (the
+    # gateway's side decides); None for what the client shows (html).
+    sandbox: SandboxState | None = None
+    sandbox_network: bool | None = None  # None: not decided here
 
 
 class LanguagesResult(Wire):
@@ -316,6 +323,8 @@ class ReplStatus(Wire):
     cpu_percent: float | None = None  # of one core
     rss: int | None = None  # resident memory, bytes
     uptime: float | None = None  # seconds since the process started
+    sandbox: SandboxState | None = None  # what the running REPL was started in
+    sandbox_network: bool | None = None
 
 
 class TurnState(Wire):
@@ -376,6 +385,9 @@ class Proposal(Wire):
     code: str
     auto_run: bool
     risk: Risk = Field(default_factory=Risk)
+    # Set when this asks to run, once and outside the sandbox, code the sandbox just blocked
+    # (what it refused): "run" / "outside" run it so, in a fresh process; "skip" does not.
+    sandbox_blocked: str | None = None
 
 
 class Usage(Wire):

@@ -114,7 +114,7 @@ async def test_stop_kills_child_and_grandchild(make: Make, lang: Lang) -> None:
     async with asyncio.timeout(60):
         while len(sleeps) < 2:  # the child sleep and the grandchild sleep
             await asyncio.sleep(0.1)
-            sleeps = _sleeps(ex.pid)
+            sleeps = _sleeps(os.getpgid(ex.pid))  # the launcher's group
     assert any(p.ppid() != ex.pid for p in sleeps)  # one of them is a grandchild
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

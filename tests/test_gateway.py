@@ -58,6 +58,7 @@ async def test_chat_runs_on_the_gateway(servers: list[OIClient], gateway: Gatewa
     langs = (await client.request("oi/languages", {}))["languages"]
     python = next(lang for lang in langs if lang["name"] == "python")
     assert python["location"] == "remote" and python["host"] == f"127.0.0.1:{gateway.port}"
+    assert python["sandbox"] == "gateway"  # its side decides what its kernels may do
 
     # The cwd tells where it ran: a local kernel starts in the workspace.
     model.script(ms.tool("python", "import os\nx = 41\nprint('cwd', os.getcwd())"),

@@ -62,7 +62,7 @@ async def test_keep_kernel_reattaches_a_local_kernel(start_server: StartServer,
         await client.close()
 
         # The kept kernel died meanwhile: the next server says so and starts a new one.
-        os.killpg(kernel, signal.SIGKILL)
+        os.killpg(os.getpgid(kernel), signal.SIGKILL)  # the kernel's launcher's group
         assert await pid_gone(kernel)
         client = await start_server(workspace, options=options)
         fresh = await client.execute("python", "print('x' in globals())")

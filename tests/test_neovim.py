@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from oi_lsp.executors.sandbox import landlock
 from tests import modelserver as ms
 from tests.conftest import tool_results
 from tests.modelserver import ModelServer
@@ -537,3 +538,25 @@ def test_workspace_profile_is_asked_about_with_vim_ui_select(nvim: Nvim, model: 
     assert question["items"] == ["Trust", "Not now"] and question["kind"] == "lsp_message"
     assert ".oi/profile.yaml" in question["prompt"]
     assert model.requests[0]["max_tokens"] == 66
+
+
+@pytest.mark.skipif(landlock.abi() < 6, reason="needs Landlock ABI 6 or later")
+def test_blocked_run_is_offered_outside_the_sandbox(nvim: Nvim, model: ModelServer,
+                                                    workspace: Path, tmp_path: Path) -> None:
+    target = tmp_path / "outside.txt"
+    model.script(ms.tool("python", f"open({str(target)!r}, 'w').write('hi')"),
+                 ms.text("Written."))
+    run = nvim.run("""
+        vim.cmd("OIChat write it")
+        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.keys("r")
+        T.wait_text("[o]utside the sandbox")
+        T.keys("o")
+        T.wait_text("Written.")
+        T.wait_idle()
+    """, workspace, setup={"settings": model.settings(sandbox="workspace-write")})
+    assert "_→ run outside the sandbox_" in run.lines
+    assert any("blocked by the sandbox" in line for line in run.lines)
+    assert target.read_text() == "hi"
+    (REPO / "test-artifacts" / "sandbox").mkdir(parents=True, exist_ok=True)
+    (REPO / "test-artifacts" / "sandbox" / "neovim-blocked-run.txt").write_text(run.text)

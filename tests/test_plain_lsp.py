@@ -14,6 +14,7 @@ from lsprotocol import converters, types
 
 from oi_lsp.client import OIClient, to_uri
 from oi_lsp.core import transcript
+from oi_lsp.executors.sandbox import landlock
 from oi_lsp.protocol import Message, Risk
 from oi_lsp.uris import to_fs_path
 from tests import modelserver as ms
@@ -289,3 +290,26 @@ def test_transcript_renders_fates_outputs_and_images(tmp_path: Path) -> None:
     path = tmp_path / image.removeprefix("![output](").removesuffix(")")
     assert path.read_bytes().startswith(b"\x89PNG")
     assert body.rstrip().endswith("Output (2 lines, still running):\n\n```text\na\nb\n```")
+
+
+@pytest.mark.skipif(landlock.abi() < 6, reason="needs Landlock ABI 6 or later")
+async def test_blocked_run_asks_to_run_outside_the_sandbox(start_server: StartServer,
+                                                           model: ModelServer, workspace: Path,
+                                                           tmp_path: Path) -> None:
+    target = tmp_path / "outside.txt"
+    client = await plain(start_server, workspace, model=model, sandbox="workspace-write")
+    model.script(ms.tool("python", f"open({str(target)!r}, 'w').write('hi')"),
+                 ms.text("Written."))
+    boxes: list[tuple[str, list[str]]] = []
+
+    async def answer(message: str, actions: list[str]) -> str:
+        boxes.append((message, actions))
+        return actions[0]
+
+    client.message_box = answer
+    started = await command(client, "oi.chat", "write it")
+    assert (await turn_end(client, started["turnId"]))["status"] == "done"
+    first, second = boxes
+    assert first[1][0] == "Run" and second[1] == ["Run outside the sandbox", "Skip"]
+    assert "blocked by the sandbox" in second[0] and "high risk" in second[0]
+    assert target.read_text() == "hi"

@@ -218,6 +218,9 @@ async def test_stop_closes_a_slow_model_stream(client: OIClient, model: ModelSer
 async def test_auto_run_turned_on_during_a_turn_covers_its_next_proposals(
         client: OIClient, model: ModelServer) -> None:
     """A client's "always": oi/configure autoRun while a proposal waits, then run it."""
+    # Chosen, so that autoRun does not change it (its default would then be workspace-write,
+    # and the REPL restart before the next run, saying so: tests/test_sandbox_server.py).
+    await client.request("oi/configure", {"sandbox": "off"})
     model.script(ms.tools(("python", "print('first')"), ("python", "print('second')")),
                  ms.text("Both ran."))
     chat = asyncio.create_task(client.chat("two things"))

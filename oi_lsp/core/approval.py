@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    decision: str  # "run" | "skip" | "edit"
+    decision: str  # "run" | "skip" | "edit" | "outside" (only for a run the sandbox blocked)
     code: str | None = None
     auto: bool = False  # run without asking (autoRun)
     end_turn: bool = False  # skipped because the user sent a new message instead
@@ -32,16 +32,24 @@ class UnknownProposal(LookupError):
     """The id was never issued, was already answered, or belongs to another workspace."""
 
 
+class WrongDecision(ValueError):
+    """"outside" for a proposal that is not a run the sandbox blocked."""
+
+
 class Approvals:
     """The server-wide table of open proposals (ids are unguessable and used once)."""
 
     def __init__(self) -> None:
         self._open: dict[str, tuple[str, asyncio.Future[Answer]]] = {}
+        self._escalations: set[str] = set()  # ids that ask to run outside the sandbox
 
-    def open(self, workspace: str) -> tuple[str, asyncio.Future[Answer]]:
+    def open(self, workspace: str, escalation: bool = False) -> tuple[str, asyncio.Future[Answer]]:
         proposal_id = secrets.token_urlsafe(12)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._open[proposal_id] = (workspace, future)
+        if escalation:
+            self._escalations.add(proposal_id)
+            future.add_done_callback(lambda _: self._escalations.discard(proposal_id))
         future.add_done_callback(lambda _: self._open.pop(proposal_id, None))
         return proposal_id, future
 
@@ -50,6 +58,9 @@ class Approvals:
         if entry is None or (workspace is not None and entry[0] != workspace):
             raise UnknownProposal(f"no open proposal {proposal_id!r}"
                                   + (" in this workspace" if workspace else ""))
+        if answer.decision == "outside" and proposal_id not in self._escalations:
+            raise WrongDecision("decision 'outside' answers only a proposal to run code the "
+                                "sandbox blocked (one with sandboxBlocked)")
         entry[1].set_result(answer)
 
     def drop(self, workspace: str) -> None:
@@ -85,18 +96,20 @@ class Gate:
         return TurnGate(self, turn_id, settings, auto_run)
 
     async def ask(self, turn_id: str, language: str, code: str, found: Risk,
-                  auto_run: bool) -> Answer:
+                  auto_run: bool, blocked: str | None = None) -> Answer:
         """The user's answer to running `code`; `run` at once when `auto_run` and the risk
-        allow it. Meanwhile the workspace's activity is `waiting`."""
-        if auto_run:
+        allow it. Meanwhile the workspace's activity is `waiting`. With `blocked`, it asks to
+        run, outside the sandbox, code the sandbox just blocked: never without the user."""
+        if auto_run and blocked is None:
             self.link.send(PROPOSAL, Proposal(
                 turn_id=turn_id, workspace=self.workspace,
                 proposal_id=f"auto-{secrets.token_hex(6)}", language=language, code=code,
                 auto_run=True, risk=found).wire())
             return Answer("run", auto=True)
-        proposal_id, future = self.approvals.open(self.workspace)
+        proposal_id, future = self.approvals.open(self.workspace, escalation=blocked is not None)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
-                            language=language, code=code, auto_run=False, risk=found)
+                            language=language, code=code, auto_run=False, risk=found,
+                            sandbox_blocked=blocked)
         self.activity.set(turn_id, "waiting")
         try:
             return await self.link.ask(proposal, future)
@@ -137,7 +150,17 @@ class TurnGate:
         return await self._gate.risk(self._settings, language, code)
 
     async def ask(self, language: str, code: str, found: Risk) -> Answer:
-        # High risk code, and safe mode `ask`, always wait for the user.
-        auto = (self._auto_run() and found.level != "high"
-                and self._settings.safe_mode != "ask")
+        # High risk code, and safe mode `ask`, always wait for the user; medium risk runs by
+        # itself only inside the OS sandbox, which bounds what it can do.
+        confined = self._settings.sandbox not in (None, "off")
+        auto = (self._auto_run() and self._settings.safe_mode != "ask"
+                and (found.level == "low" or (found.level == "medium" and confined)))
         return await self._gate.ask(self._turn_id, language, code, found, auto)
+
+    async def ask_outside(self, language: str, code: str, blocked: str) -> Answer:
+        """May code the sandbox blocked run once outside it (a fresh process)? Always asked."""
+        found = Risk(level="high", reasons=[
+            f"blocked by the sandbox: {blocked}",
+            "approving runs it once OUTSIDE the sandbox, in a fresh process without the "
+            "REPL's variables"])
+        return await self._gate.ask(self._turn_id, language, code, found, False, blocked)

@@ -4,18 +4,21 @@ workspace opens), each run streamed to the client and watched."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from ..executors import registry
 from ..executors.base import Chunk, Executor, RunResult
+from .run_output import RunOutput
 from ..executors.gateway.config import GatewayConfig
+from ..executors.sandbox import blocked
+from ..executors.sandbox.policy import Sandbox
 from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
 from .aio import log_failure
 from .link import Tell
-from .run_output import RunOutput
 from .settings import Settings
 from .streamer import Streamer
 from .watch import MemoryRestart, Watch
@@ -33,7 +36,12 @@ def options_of(settings: Settings) -> registry.ReplOptions:
         keep_kernel=settings.keep_kernel)
     return registry.ReplOptions(kernel_name=settings.kernel_name,
                                 keep_kernel=settings.keep_kernel,
-                                pass_keys=settings.pass_keys_to_repls, gateway=config)
+                                pass_keys=settings.pass_keys_to_repls, gateway=config,
+                                sandbox=sandbox_of(settings))
+
+
+def sandbox_of(settings: Settings) -> Sandbox:
+    return Sandbox(settings.sandbox or "off", settings.sandbox_network)
 
 
 class Repls:
@@ -46,6 +54,7 @@ class Repls:
         self.watch = Watch(settings, tell)
         self.executors: dict[str, Executor] = {}
         self.opening: asyncio.Task[None] | None = None  # the kernel start open() began
+        self._ran: set[str] = set()  # languages whose REPL has run code: state to lose
 
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast."""
@@ -59,10 +68,7 @@ class Repls:
             self.executors[language] = executor
         return executor
 
-    async def run(self, turn_id: str, language: str, code: str, output: RunOutput,
-                  timeout: float | None) -> RunResult:
-        """Run code in the REPL for `language`, streaming its output; every chunk shown is
-        also appended to `output`."""
+    def _emitter(self, turn_id: str, output: RunOutput) -> Callable[[Chunk], None]:
         streamer = self._streamer
 
         def emit(chunk: Chunk) -> None:
@@ -75,16 +81,29 @@ class Repls:
             else:
                 streamer.whole(turn_id, "computer", chunk.type, chunk.format, chunk.content)
 
+        return emit
+
+    async def run(self, turn_id: str, language: str, code: str, output: RunOutput,
+                  timeout: float | None, outside: bool = False) -> RunResult:
+        """Run code in the REPL for `language`, streaming its output; every chunk shown is
+        also appended to `output`. With `outside`, in a fresh unconfined process instead (the
+        user let this one run out of the sandbox). A confined run the sandbox refused says
+        so, in its output and its result's `blocked`."""
+        emit = self._emitter(turn_id, output)
         self._activity.set(turn_id, "running")
         try:
             name = registry.canonical(language)
-            executor = self._executor(name)
+            executor = registry.outside(name, self.folder) if outside else self._executor(name)
             settings = self._settings()
             executor.active_line = settings.active_line
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
-            return await self.watch.run(
+            if not outside:
+                await self._sandbox_to(executor, sandbox_of(settings), emit)
+                self._ran.add(name)
+            result = await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
-                lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))
+                lambda repl, elapsed: self._streamer.resources(turn_id, repl, elapsed))
+            return _refused(executor, result, output, emit)
         except MemoryRestart as exc:
             emit(Chunk("console", "output", f"\n[stopped: {exc}]\n"))
             return RunResult("error", str(exc))
@@ -96,13 +115,43 @@ class Repls:
             emit(Chunk("console", "output", f"could not start {language}: {exc}\n"))
             return RunResult("error", f"could not start {language}: {exc}")
         finally:
-            streamer.close()
+            self._streamer.close()
             self._activity.set(turn_id, "idle")
 
-    async def restart_all(self) -> None:
-        pass_keys = self._settings().pass_keys_to_repls
+    async def _sandbox_to(self, executor: Executor, sandbox: Sandbox,
+                          say: Callable[[Chunk], None]) -> None:
+        """A REPL started in another sandbox than the settings now say is started anew."""
+        executor.sandbox = sandbox
+        started = executor.started_sandbox
+        if started is not None and started != sandbox:
+            if executor.language in self._ran:  # else there is nothing to lose, nor to say
+                say(Chunk("console", "output", _changed(executor.language, started, sandbox)))
+            await executor.restart()
+
+    async def apply_sandbox(self, tell: Tell) -> None:
+        """After a settings change: the REPLs started in another sandbox than the settings
+        now say are restarted, the user told first."""
+        sandbox = sandbox_of(self._settings())
+        if self.opening is not None and not self.opening.done():
+            await asyncio.wait([self.opening])  # started in the old sandbox: restarted below
+        stale = [ex for ex in self.executors.values()
+                 if ex.started_sandbox not in (None, sandbox)]
         for executor in self.executors.values():
-            executor.pass_keys = pass_keys
+            executor.sandbox = sandbox
+        if not stale:
+            return
+        names = ", ".join(ex.language for ex in stale if ex.language in self._ran)
+        if names:
+            await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
+                       f"otherwise ({names}); their variables are lost.", [])
+        await asyncio.gather(*(ex.restart() for ex in stale))
+
+    async def restart_all(self) -> None:
+        settings = self._settings()
+        self._ran.clear()  # nothing left to lose
+        for executor in self.executors.values():
+            executor.pass_keys = settings.pass_keys_to_repls
+            executor.sandbox = sandbox_of(settings)
         await asyncio.gather(*(ex.restart() for ex in self.executors.values()))
 
     async def close(self) -> None:
@@ -127,3 +176,21 @@ class Repls:
         options = options_of(self._settings())
         remote = await registry.remote_kernels(options)
         return registry.describe(options, remote)
+
+
+def _changed(language: str, old: Sandbox, new: Sandbox) -> str:
+    return (f"[the sandbox changed ({old.describe()} -> {new.describe()}): restarting the "
+            f"{language} REPL; its variables are lost]\n")
+
+
+def _refused(executor: Executor, result: RunResult, output: RunOutput,
+             emit: Callable[[Chunk], None]) -> RunResult:
+    """`result`, with what the sandbox refused (told in the output too), if it did."""
+    started = executor.started_sandbox
+    if started is None or not started.confined:
+        return result
+    what = blocked.refusal("".join(c.content for c in output.chunks() if c.type == "console"))
+    if what is None:
+        return result
+    emit(Chunk("console", "output", f"\n[blocked by the sandbox: {what}]\n"))
+    return dataclasses.replace(result, blocked=what)

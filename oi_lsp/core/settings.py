@@ -78,6 +78,11 @@ class Settings(BaseModel):
     # Safe mode: semgrep scans proposals; paths outside the workspace are flagged.
     safe_mode: Literal["off", "ask", "auto"] = "off"
     restrict_to_workspace: bool | None = None  # None: on exactly when the workspace is untrusted
+    # The OS sandbox of the REPLs (executors/sandbox). None: workspace-write where the
+    # workspace is untrusted, autoRun is on or sandboxAlways is set; off otherwise.
+    sandbox: Literal["off", "workspace-write", "read-only"] | None = None
+    sandbox_network: bool = True  # False: the REPLs cannot open TCP connections nor bind ports
+    sandbox_always: bool = False  # a user's choice: the default is workspace-write everywhere
     max_budget: float | None = Field(default=None, gt=0)  # USD since the workspace opened
     loop: bool = False  # keep prompting the model until it says a loop breaker
     loop_message: str = Field(default=LOOP_MESSAGE, min_length=1)
@@ -89,6 +94,9 @@ class Settings(BaseModel):
     def _untrusted_never_auto_runs(self) -> Settings:
         # Whatever layer turned autoRun on (a client setting, oi/configure), an untrusted
         # workspace does not auto-run; the effective value says so to every reader.
+        if self.sandbox is None:
+            confine = not self.trusted or self.auto_run or self.sandbox_always
+            self.sandbox = "workspace-write" if confine else "off"
         if not self.trusted:
             self.auto_run = False
         if self.restrict_to_workspace is None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..executors.base import RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
@@ -27,7 +27,9 @@ from .streamer import Streamer
 log = logging.getLogger(__name__)
 
 # (language, code, output) -> result; every chunk printed is appended to `output` as it comes
-RunCode = Callable[[str, str, run_output.RunOutput], Awaitable[RunResult]]
+class RunCode(Protocol):
+    async def __call__(self, language: str, code: str, output: run_output.RunOutput,
+                       outside: bool = False) -> RunResult: ...
 
 
 @dataclass(slots=True)
@@ -202,6 +204,8 @@ class Turn:
         self.streamer.whole(self.turn_id, "computer", "confirmation", language, ran)
         try:
             result = await self._run(ran, language, call_id)
+            if result.blocked is not None:
+                result = await self._outside(language, ran, result.blocked, call_id) or result
         except asyncio.CancelledError:
             self._settle(proposed, "stopped")  # the run was interrupted: by a stop, or closing
             raise
@@ -210,13 +214,28 @@ class Turn:
             fate = "edited" if ran != code else "autoRan" if answer.auto else "ran"
         self._settle(proposed, fate)
 
-    async def _run(self, code: str, language: str, call_id: str | None) -> RunResult:
+    async def _outside(self, language: str, code: str, blocked: str,
+                       call_id: str | None) -> RunResult | None:
+        """The sandbox blocked a run: ask whether it may run once outside the sandbox; its
+        result there, or None when the user said no."""
+        answer = await self.gate.ask_outside(language, code, blocked)
+        if answer.decision == "skip":
+            if answer.end_turn:
+                raise _Declined
+            return None
+        ran = answer.code if answer.decision == "edit" and answer.code is not None else code
+        self._say("computer", "confirmation", ran, language, call_id)
+        self.streamer.whole(self.turn_id, "computer", "confirmation", language, ran)
+        return await self._run(ran, language, call_id, outside=True)
+
+    async def _run(self, code: str, language: str, call_id: str | None,
+                   outside: bool = False) -> RunResult:
         """Run approved code; record what the model sees of its output, and what it showed."""
         output = run_output.RunOutput(self.spill_dir / f"{self.turn_id}-{self.steps}.txt",
                                       spill_from=self.settings.max_output)
         result = RunResult("error", "the run did not finish")
         try:
-            result = await self.run_code(language, code, output)
+            result = await self.run_code(language, code, output, outside)
         except asyncio.CancelledError:
             result = RunResult("stopped")
             raise

@@ -149,7 +149,9 @@ class Watch:
                           busy=self._busy[executor] > 0,
                           cpu_percent=figures.cpu_percent if figures else None,
                           rss=figures.rss if figures else None,
-                          uptime=figures.uptime if figures else None)
+                          uptime=figures.uptime if figures else None,
+                          sandbox=executor.sandbox_state(),
+                          sandbox_network=_network(executor))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -169,6 +171,11 @@ KEEP = "Keep running"
 def _done(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("memory check failed: %s", task.exception())
+
+
+def _network(executor: Executor) -> bool | None:
+    started = executor.started_sandbox
+    return None if started is None else started.network
 
 
 async def _alive(executor: Executor) -> bool:

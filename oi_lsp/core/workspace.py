@@ -96,7 +96,15 @@ class Workspace:
 
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         await self.trust.check()
-        return await self.layers.configure(values)
+        result = await self.layers.configure(values)
+        await self.settings_changed()
+        return result
+
+    async def settings_changed(self) -> None:
+        """A REPL started in another sandbox restarts now (saying so), or, while a turn runs,
+        before its next run."""
+        if not self.busy():
+            await self.repls.apply_sandbox(self.link.tell)
 
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast; ask
@@ -200,9 +208,10 @@ class Workspace:
     def _new_turn(self, turn_id: str, settings: Settings) -> Turn:
         conversation = self.conversation
 
-        async def run_code(language: str, code: str, output: RunOutput) -> RunResult:
+        async def run_code(language: str, code: str, output: RunOutput,
+                           outside: bool = False) -> RunResult:
             return await self.repls.run(turn_id, language, code, output,
-                                        settings.execution_timeout)
+                                        settings.execution_timeout, outside)
 
         gate = self.gate.for_turn(turn_id, settings, lambda: self.settings().auto_run)
         return Turn(turn_id, settings, conversation, streamer=self.streamer,

@@ -81,6 +81,10 @@ class Workspaces:
             self.folders.append(workspace.uri)
         return workspace
 
+    async def settings_changed(self) -> None:
+        for workspace in list(self._workspaces.values()):
+            await workspace.settings_changed()
+
     def opening(self) -> list[asyncio.Task[None]]:
         """The kernel starts that opening workspaces began and that still run."""
         return [s.repls.opening for s in self._workspaces.values()

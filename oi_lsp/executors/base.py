@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-from ..protocol import RunStatus
+from ..protocol import RunStatus, SandboxState
+from .sandbox.policy import Sandbox
 
 ChunkKind = Literal["console", "image", "code"]
 
@@ -64,6 +65,7 @@ class RunResult:
     status: RunStatus
     error: str | None = None
     exit_code: int | None = None
+    blocked: str | None = None  # what the sandbox refused (a line of the output), if anything
 
 
 Emit = Callable[[Chunk], None]
@@ -84,6 +86,14 @@ class Executor(ABC):
     active_line: bool = False
     # Start with the server's key variables in the environment (setting passKeysToRepls).
     pass_keys: bool = False
+    # What the REPL may do (settings sandbox, sandboxNetwork), for its next (re)start.
+    sandbox: Sandbox = Sandbox()
+    # The sandbox its running process was started with (None: not started, or not ours).
+    started_sandbox: Sandbox | None = None
+
+    def sandbox_state(self) -> SandboxState | None:
+        """The sandbox mode of the running REPL, for oi/status: None before it starts."""
+        return None if self.started_sandbox is None else self.started_sandbox.mode
 
     @abstractmethod
     async def start(self) -> None: ...

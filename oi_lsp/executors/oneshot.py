@@ -20,6 +20,7 @@ from .process import (
     signal_group,
     spawn,
 )
+from .sandbox.policy import private_dir
 from .stopping import interrupt_until_ended
 
 # (the file of a run) -> the argv that runs it
@@ -62,8 +63,12 @@ class OneShotExecutor(Executor):
             with tempfile.TemporaryDirectory(prefix=f"oi-{self.language}-") as folder:
                 path = Path(folder) / f"Main{self.suffix}"
                 path.write_text(self.prepare(code), encoding="utf-8")
-                proc = self._proc = await spawn(self.command(path), self.cwd, stdin_pipe=False,
-                                                pass_keys=self.pass_keys)
+                private = private_dir(Path(folder))
+                argv = self.sandbox.command(self.command(path), self.cwd, private)
+                self.started_sandbox = self.sandbox
+                proc = self._proc = await spawn(argv, self.cwd, stdin_pipe=False,
+                                                pass_keys=self.pass_keys,
+                                                env=self.sandbox.environ(private))
                 assert proc.stdout is not None
                 reader = OutputReader(proc.stdout)
                 try:

@@ -65,16 +65,28 @@ def signal_group(pgid: int, sig: int) -> None:
 def group_members(pgid: int, exclude: int | None = None,
                   since: float = 0.0) -> list[psutil.Process]:
     """Processes of group `pgid` (orphans included, which a walk of children would miss),
-    started at `since` (time.time()) or later."""
+    started at `since` (time.time()) or later. `exclude` is a REPL's launcher: it and the
+    REPL it started (its oldest child) are never members."""
     members = []
+    spared = {exclude, repl_of(exclude)} if exclude is not None else set()
     for proc in psutil.process_iter(["create_time"]):
         try:
-            if (proc.pid != exclude and os.getpgid(proc.pid) == pgid
+            if (proc.pid not in spared and os.getpgid(proc.pid) == pgid
                     and (proc.info["create_time"] or 0.0) >= since):
                 members.append(proc)
         except (ProcessLookupError, psutil.Error):
             continue
     return members
+
+
+def repl_of(pid: int) -> int | None:
+    """The REPL a launcher started (its oldest child; later ones are orphans it adopted),
+    None before the launcher has forked it, or after it ended."""
+    try:
+        children = psutil.Process(pid).children()
+        return min(children, key=lambda p: (p.create_time(), p.pid)).pid if children else None
+    except psutil.Error:
+        return None
 
 
 def run_start() -> float:
@@ -108,6 +120,26 @@ async def kill_members(pgid: int, exclude: int | None = None, since: float = 0.0
             proc.kill()
     if alive:
         await asyncio.to_thread(psutil.wait_procs, alive, TERM_GRACE)
+
+
+async def end_launcher(pid: int | None) -> None:
+    """SIGTERM a REPL's launcher (sandbox/launch.py), which then kills everything the REPL
+    started, daemons out of its group included; returns when it is gone (or a zombie), or
+    after the grace. Before a SIGKILL of its group, which it could not clean up after."""
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+    await asyncio.to_thread(_wait_ended, pid, TERM_GRACE)
+
+
+def _wait_ended(pid: int, grace: float) -> None:
+    """Until `pid` is gone or a zombie (never reaped here: its parent does that)."""
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        while time.monotonic() < deadline and proc.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
 
 
 async def end_group(proc: asyncio.subprocess.Process) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..languages import ALIASES, LANGUAGES, Language
@@ -13,6 +14,7 @@ from . import kernelspecs, oneshot, repl
 from .base import Executor
 from .gateway.config import GatewayConfig
 from .jupyter.local import KernelExecutor
+from .sandbox.policy import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ class ReplOptions:
     keep_kernel: bool = False  # leave local kernels running for the next server
     pass_keys: bool = False  # local REPLs start with the server's key variables
     gateway: GatewayConfig | None = None  # run kernels on this Jupyter gateway
+    sandbox: Sandbox = field(default_factory=Sandbox)  # what local REPLs may do
 
 
 def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
@@ -88,8 +91,10 @@ def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
 
         if language == "python":
             return GatewayKernelExecutor(language, options.kernel_name, cwd, options.gateway)
-        return remote_or_local(language, cwd, options.gateway,
-                               lambda: _create_local(language, cwd, options))
+        routed = remote_or_local(language, cwd, options.gateway,
+                                 lambda: _create_local(language, cwd, options))
+        routed.sandbox = options.sandbox
+        return routed
     return _create_local(language, cwd, options, keep=options.keep_kernel)
 
 
@@ -111,6 +116,7 @@ def _create_local(language: str, cwd: Path, options: ReplOptions,
                   keep: bool = False) -> Executor:
     executor = _local(language, cwd, options.kernel_name, keep)
     executor.pass_keys = options.pass_keys
+    executor.sandbox = options.sandbox
     return executor
 
 
@@ -141,6 +147,24 @@ def _local(language: str, cwd: Path, kernel_name: str, keep: bool) -> Executor:
     return repl.ReplExecutor(spec(program) if spec else repl.shell_spec(lang.name, program), cwd)
 
 
+def outside(language: str, cwd: Path) -> Executor:
+    """A fresh, unconfined process of `language` for one run the user let out of the sandbox
+    (the confined REPL cannot be lifted): it shares none of the REPL's state."""
+    lang = LANGUAGES.get(language)
+    program = sys.executable if language == "python" else (
+        _program(lang) if lang is not None else None)
+    if lang is None or program is None or lang.kind == "display":
+        raise UnknownLanguage(f"cannot run {language!r} outside the sandbox here")
+    if lang.name == "r":
+        program = str(Path(program).with_name("Rscript"))
+    elif lang.name == "java":
+        program = str(Path(program).with_name("java"))
+    flags = ["-File"] if lang.name == "powershell" else []
+    return oneshot.OneShotExecutor(
+        lang.name, lambda path: [program, *flags, str(path)], cwd,
+        oneshot.java_source if lang.name == "java" else lambda code: code)
+
+
 def _missing(lang: Language) -> str:
     return " or ".join(f"`{p}`" for p in lang.programs) + " is not on PATH"
 
@@ -169,11 +193,15 @@ def describe(options: ReplOptions, remote: dict[str, str] | None = None) -> list
     infos = [_info(lang, options.kernel_name) for lang in LANGUAGES.values()]
     infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
               for name, kernel in installed_kernels().items() if name not in LANGUAGES]
+    sandbox = options.sandbox
+    infos = [info if info.kind == "display" else info.model_copy(update={
+        "sandbox": sandbox.mode, "sandbox_network": sandbox.network}) for info in infos]
     gateway = options.gateway
     if gateway is not None:
         runners = {**(remote or {}), "python": gateway.kernel_name or options.kernel_name}
         infos = [info.model_copy(update={
             "location": "remote", "host": gateway.host, "kind": "kernel",
-            "runner": runners[info.name], "available": True, "install_hint": None})
+            "runner": runners[info.name], "available": True, "install_hint": None,
+            "sandbox": "gateway", "sandbox_network": None})
             if info.name in runners and info.kind != "display" else info for info in infos]
     return infos

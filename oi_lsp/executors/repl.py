@@ -32,10 +32,12 @@ from .process import (
     OutputReader,
     end_group,
     kill_members,
+    repl_of,
     run_start,
     signal_group,
     spawn,
 )
+from .sandbox.policy import private_dir
 from .stopping import interrupt_until_ended
 
 log = logging.getLogger(__name__)
@@ -175,14 +177,17 @@ class ReplExecutor(Executor):
     async def _spawn(self) -> None:
         if self._dir is None:
             self._dir = tempfile.TemporaryDirectory(prefix=f"oi-{self.spec.language}-")
+        sandbox, private = self.sandbox, private_dir(Path(self._dir.name))
+        argv = sandbox.command(self.spec.argv, self.cwd, private)  # may refuse: nothing opened
         read_fd = None
-        env = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "NO_COLOR": "1"}
+        env = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "NO_COLOR": "1",
+               **sandbox.environ(private)}
         if self.spec.channel == "fd":
             read_fd, self._cmd_fd = os.pipe()
             os.set_inheritable(read_fd, True)
             env["OI_CMD_FD"] = str(read_fd)
         try:
-            self._proc = await spawn(self.spec.argv, self.cwd, env=env, pass_keys=self.pass_keys,
+            self._proc = await spawn(argv, self.cwd, env=env, pass_keys=self.pass_keys,
                                      stdin_pipe=self.spec.channel == "stdin",
                                      pass_fds=() if read_fd is None else (read_fd,))
         except BaseException:
@@ -191,6 +196,7 @@ class ReplExecutor(Executor):
         finally:
             if read_fd is not None:
                 os.close(read_fd)
+        self.started_sandbox = sandbox
         assert self._proc.stdout is not None
         self._reader = OutputReader(self._proc.stdout)
         if self.spec.setup:
@@ -243,7 +249,10 @@ class ReplExecutor(Executor):
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        """The interpreter's (the launcher's, until it has started the interpreter)."""
+        if self._proc is None:
+            return None
+        return repl_of(self._proc.pid) or self._proc.pid
 
     # Running -------------------------------------------------------------------------------
 

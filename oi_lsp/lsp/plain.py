@@ -30,6 +30,9 @@ ANSWER_LINES = 4  # lines of the model's answer shown at the end of a turn
 LINE_WIDTH = 100
 
 
+OUTSIDE = "Run outside the sandbox"
+
+
 class PlainClient:
     def __init__(self, server: OIServer, capabilities: types.ClientCapabilities) -> None:
         self.server = server
@@ -41,7 +44,12 @@ class PlainClient:
     # Approval ----------------------------------------------------------------------------
 
     async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
-        """Run / Skip / Edit in a message box; an oi/approve still counts if it comes."""
+        """Run / Skip / Edit in a message box; an oi/approve still counts if it comes. Code the
+        sandbox blocked: Run outside the sandbox / Skip."""
+        if proposal.sandbox_blocked is not None:
+            choice = await self._box(_ask_text(proposal), [OUTSIDE, "Skip"], answer)
+            return choice if isinstance(choice, Answer) else Answer(
+                "outside" if choice == OUTSIDE else "skip")
         actions = ["Run", "Skip", "Edit"] if self.show_document else ["Run", "Skip"]
         choice = await self._box(_ask_text(proposal), actions, answer)
         if isinstance(choice, Answer):

@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from .. import protocol
 from ..core import llm, model_presets, profiles
-from ..core.approval import Answer, UnknownProposal
+from ..core.approval import Answer, UnknownProposal, WrongDecision
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace
@@ -127,6 +127,7 @@ async def did_change_configuration(ls: OIServer,
                                    params: types.DidChangeConfigurationParams) -> None:
     if isinstance(params.settings, dict) and params.settings:
         ls.apply_client_settings(params.settings)
+        await ls.workspaces.settings_changed()
         return
     # Pull model: the notification carries nothing; ask for the section.
     try:
@@ -137,6 +138,7 @@ async def did_change_configuration(ls: OIServer,
         return
     if values:
         ls.apply_client_settings(values[0])
+        await ls.workspaces.settings_changed()
 
 
 # oi/* requests -----------------------------------------------------------------------------
@@ -157,7 +159,7 @@ def approve(ls: OIServer, params: Any) -> dict[str, Any]:
         workspace = _workspace(ls, p).uri
     try:
         ls.approvals.answer(p.proposal_id, Answer(p.decision, p.code), workspace)
-    except UnknownProposal as exc:
+    except (UnknownProposal, WrongDecision) as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
     return OkResult().wire()
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from .state import ChatState
 
 ASK = "Run? [y]es / [n]o / [e]dit / [a]lways: "
+ASK_OUTSIDE = ("Run it once OUTSIDE the sandbox (a fresh process, without the REPL's "
+               "variables)? [o]utside / [n]o: ")
 NEEDS_Y = ("Not run: there is no terminal to ask whether to run this code. Pass -y "
            "(--auto-run) to run the model's code without asking.")
 
@@ -50,13 +52,21 @@ class Approval:
         self.last_proposed = code
         risk = _risk_text(p.get("risk"))
         auto = bool(p.get("autoRun"))
-        title = f"{language} · " + ("running (auto-run)" if auto else "proposed")
+        blocked = p.get("sandboxBlocked")
+        title = f"{language} · " + ("running (auto-run)" if auto else
+                                    "blocked by the sandbox" if blocked else "proposed")
         state.ui.code(language, code, title, "cyan" if auto else "yellow")
         if risk:
             state.ui.note(risk, "bold red" if risk.startswith("high") else "bold yellow")
         if auto or state.stopping:
             return
-        if state.always:
+        if blocked:  # never by itself: neither -y nor [a]lways lets code out of the sandbox
+            if state.interactive:
+                state.spawn(self._ask_outside(p))
+            else:
+                state.ui.note("not run outside the sandbox: there is no terminal to ask")
+                state.spawn(self._approve(p, "skip"))
+        elif state.always:
             state.spawn(self._approve(p, "run"))
         elif not state.interactive:
             # Never wait for an answer nobody can give: say why, and end the turn.
@@ -98,6 +108,20 @@ class Approval:
                 state.ui.note("Answer y, n, e or a.")
                 continue
             return
+
+    async def _ask_outside(self, p: dict[str, Any]) -> None:
+        state = self.state
+        while True:
+            answer = await state.prompt(ASK_OUTSIDE)
+            if answer is None:  # Ctrl-C (the turn is being stopped) or Ctrl-D
+                if not state.stopping:
+                    await state.stop()
+                return
+            choice = answer.strip().lower()[:1]
+            if choice in ("o", "n"):
+                await self._approve(p, "outside" if choice == "o" else "skip")
+                return
+            state.ui.note("Answer o or n.")
 
     async def _approve(self, p: dict[str, Any], decision: str, **extra: Any) -> None:
         from pygls.exceptions import JsonRpcException

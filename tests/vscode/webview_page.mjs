@@ -60,7 +60,9 @@ try {
             const id = message.proposal.proposalId;
             const box = page.locator(`[data-proposal-id="${id}"]`);
             const d = decisions.shift();
-            report.buttons = report.buttons ?? await box.locator('.oi-actions button').allTextContents();
+            const buttons = await box.locator('.oi-actions button').allTextContents();
+            report.buttons = report.buttons ?? buttons;
+            (report.everyButtons ??= []).push(buttons);
             if (d.decision === 'edit') {
                 await box.locator('button.oi-edit').click();
                 await box.locator('textarea.oi-edit-area').fill(d.code);
@@ -120,6 +122,7 @@ function snapshot() {
         codes: all('.oi-code').map((e) => ({
             language: e.dataset.language, code: e.querySelector('.oi-source code')?.textContent,
             note: e.querySelector('.oi-note')?.textContent ?? null, actions: !!e.querySelector('.oi-actions'),
+            risk: e.querySelector('.oi-risk')?.textContent ?? null,
             output: e.querySelector('details.oi-output pre')?.textContent ?? null,
             outputOpen: e.querySelector('details.oi-output')?.open ?? null,
             images: [...e.querySelectorAll('img.oi-image')].map((i) => ({ src: i.src.slice(0, 30), width: i.naturalWidth })),

@@ -25,7 +25,7 @@ export type ToWebview =
 export type FromWebview =
     | { type: 'ready' }
     | { type: 'send'; text: string }
-    | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit'; code?: string }
+    | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit' | 'outside'; code?: string }
     | { type: 'stop' }
     | { type: 'reset' }
     | { type: 'switchFolder'; uri: string };

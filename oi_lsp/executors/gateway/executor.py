@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 
 from ...files import atomic_write, data_dir, digest
+from ...protocol import SandboxState
 from ..base import Emit, Executor, RunResult
 from ..jupyter.messages import Cell, Gone, Notice, collect, settle
 from .client import GatewayClient, GatewayError
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 class GatewayKernelExecutor(Executor):
     """One kernel on the gateway, for one workspace folder and language."""
+
+    def sandbox_state(self) -> SandboxState | None:
+        return "gateway"  # the gateway's side decides what its kernels may do
 
     def __init__(self, language: str, kernel_name: str, cwd: Path, config: GatewayConfig) -> None:
         self.language = language

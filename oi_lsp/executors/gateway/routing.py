@@ -8,7 +8,9 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from ...protocol import SandboxState
 from ..base import Emit, Executor, RunResult
+from ..sandbox.policy import Sandbox
 from .client import remote_kernelspecs
 from .config import GatewayConfig
 from .executor import GatewayKernelExecutor
@@ -46,14 +48,20 @@ class GatewayOrLocal(Executor):
         inner = await self._choose()
         inner.active_line = self.active_line
         inner.pass_keys = self.pass_keys
+        inner.sandbox = self.sandbox
         return await inner.run(code, emit)
+
+    def sandbox_state(self) -> SandboxState | None:
+        return self.inner.sandbox_state() if self.inner is not None else None
 
     async def interrupt(self) -> None:
         if self.inner is not None:
             await self.inner.interrupt()
 
     async def restart(self) -> None:
-        await (await self._choose()).restart()
+        inner = await self._choose()
+        inner.sandbox = self.sandbox
+        await inner.restart()
 
     async def shutdown(self) -> None:
         if self.inner is not None:
@@ -65,6 +73,10 @@ class GatewayOrLocal(Executor):
     @property
     def pid(self) -> int | None:
         return self.inner.pid if self.inner is not None else None
+
+    @property
+    def started_sandbox(self) -> Sandbox | None:  # type: ignore[override]
+        return self.inner.started_sandbox if self.inner is not None else None
 
 
 def remote_or_local(language: str, cwd: Path, config: GatewayConfig,

@@ -7,10 +7,12 @@ import contextlib
 import logging
 import mmap
 import os
+import shutil
 import signal
 import struct
 import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,15 @@ from jupyter_client.manager import AsyncKernelManager
 
 from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult, driver
-from ..process import kill_members, no_input, repl_environ, run_start
+from ..process import (
+    end_launcher,
+    kill_members,
+    no_input,
+    repl_environ,
+    repl_of,
+    run_start,
+)
+from ..sandbox.policy import private_dir
 from . import records
 from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
 
@@ -38,6 +48,16 @@ async def _swept() -> None:
         task = _sweeps[loop] = loop.create_task(asyncio.to_thread(records.sweep))
     with contextlib.suppress(Exception):
         await asyncio.shield(task)
+
+
+class _Manager(AsyncKernelManager):
+    """A kernel manager whose kernel command goes through the sandbox's launcher."""
+
+    launch: Callable[[list[str], str], list[str]] = staticmethod(lambda cmd, _: cmd)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return self.launch(cmd, self.connection_file)
 
 
 class KernelExecutor(Executor):
@@ -66,6 +86,7 @@ class KernelExecutor(Executor):
         self._line_on = False  # whether the kernel reports active lines now
         self._prepared = False  # whether _prepare ran in this kernel
         self._pacing = Pacing()  # how much of the kernel's output the server has read
+        self._private_base: Path | None = None
 
     # Lifecycle -----------------------------------------------------------------------------
 
@@ -123,7 +144,12 @@ class KernelExecutor(Executor):
         return False
 
     async def _launch(self) -> None:
-        km = AsyncKernelManager(kernel_name=self.kernel_name)
+        sandbox = self.sandbox
+        sandbox.check()  # refuse before anything starts
+        private = await asyncio.to_thread(self._private)
+        km = _Manager(kernel_name=self.kernel_name)
+        km.launch = lambda cmd, connection: sandbox.command(
+            cmd, self.cwd, private, follow_parent=not self.keep, ports_from=connection)
         # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
         # starts that reads input would wait forever; this way its read fails at once.
         stdin = no_input()
@@ -138,7 +164,8 @@ class KernelExecutor(Executor):
                 # keep: independent, no JPY_PARENT_PID, so the kernel outlives this server.
                 await km.start_kernel(cwd=str(self.cwd), independent=self.keep, stdin=stdin,
                                       stdout=out, stderr=out,
-                                      env=repl_environ(self.pass_keys))
+                                      env={**repl_environ(self.pass_keys),
+                                           **sandbox.environ(private)})
         finally:
             os.close(stdin)
         kc = km.client()
@@ -150,7 +177,14 @@ class KernelExecutor(Executor):
             await km.shutdown_kernel(now=True)
             raise
         self._km, self._kc = km, kc
+        self.started_sandbox = sandbox
         await self._record()
+
+    def _private(self) -> Path:
+        """The kernel's private temporary folder (kept for a kept kernel, as it is)."""
+        if self._private_base is None:
+            self._private_base = Path(tempfile.mkdtemp(prefix=f"oi-{self.language}-"))
+        return private_dir(self._private_base)
 
     async def _reattach(self, record: records.KernelRecord) -> bool:
         """Connect to a kernel an earlier server kept; False when it does not answer."""
@@ -210,7 +244,7 @@ class KernelExecutor(Executor):
             await self._km.interrupt_kernel()
         elif self._adopted is not None:  # as jupyter_client does: the whole process group
             try:
-                os.killpg(self._adopted.pid, signal.SIGINT)
+                os.killpg(os.getpgid(self._adopted.pid), signal.SIGINT)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.kill(self._adopted.pid, signal.SIGINT)
@@ -232,6 +266,7 @@ class KernelExecutor(Executor):
                 # New sockets too: a request queued for a kernel that had died (zmq keeps it
                 # for the reconnect) must not run in the new kernel as well.
                 self._kc.stop_channels()
+                await end_launcher(_launcher(self._km))  # with all the kernel started
                 await self._km.shutdown_kernel(now=True)
                 await self._launch()  # records the new pid
         finally:
@@ -249,6 +284,7 @@ class KernelExecutor(Executor):
             log.info("leaving kernel %s of %s running (keepKernel)", self.pid, self.cwd)
         else:
             if self._km is not None:
+                await end_launcher(_launcher(self._km))  # with all the kernel started
                 with contextlib.suppress(Exception):
                     await self._km.shutdown_kernel(now=True)
             elif self._adopted is not None:
@@ -257,6 +293,9 @@ class KernelExecutor(Executor):
                 await asyncio.to_thread(records.forget, self.record_path)
         self._pacing.close()
         self._km = self._kc = self._adopted = None
+        if self._private_base is not None and not (self.keep and started):
+            base, self._private_base = self._private_base, None
+            await asyncio.to_thread(shutil.rmtree, base, True)
 
     async def is_alive(self) -> bool:
         if self._adopted is not None:
@@ -265,11 +304,11 @@ class KernelExecutor(Executor):
 
     @property
     def pid(self) -> int | None:
+        """The kernel's (not its launcher's: sandbox/launch.py)."""
         if self._adopted is not None:
             return self._adopted.pid
-        provisioner = self._km.provisioner if self._km is not None else None
-        pid = getattr(provisioner, "pid", None)
-        return pid if isinstance(pid, int) else None
+        launcher = _launcher(self._km)
+        return None if launcher is None else repl_of(launcher) or launcher
 
     # Running -------------------------------------------------------------------------------
 
@@ -315,7 +354,9 @@ class KernelExecutor(Executor):
             # The interrupt reached the whole process group, but what ignores SIGINT
             # (a shell's background job) is still there: end what this run started.
             if (pid := self.pid) is not None:
-                await kill_members(pid, exclude=pid, since=since)
+                with contextlib.suppress(OSError):
+                    group = os.getpgid(pid)  # its launcher's
+                    await kill_members(group, exclude=group, since=since)
             raise
         finally:
             del self._routes[msg_id]
@@ -392,6 +433,13 @@ class Pacing:
                 os.unlink(self._path)
             self._path = None
         self._count = 0
+
+
+def _launcher(km: AsyncKernelManager | None) -> int | None:
+    """The pid of the process jupyter_client started: the sandbox's launcher."""
+    provisioner = km.provisioner if km is not None else None
+    pid = getattr(provisioner, "pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 _LOG_LIMIT = 1 << 20  # bytes; a longer kernel log is moved to <name>.log.1 at the next start

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,8 @@ def kill(record: KernelRecord) -> bool:
     leader_exists = psutil.pid_exists(record.pid)
     # The group outlives its leader; but a live process with that pid that is not our kernel
     # means the pid was reused: leave that group alone.
+    if leader_is_ours:  # the launcher: SIGTERM first, so it ends what left the group too
+        _terminate(record.pid)
     if leader_is_ours or not leader_exists:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(record.pid, signal.SIGKILL)
@@ -149,6 +152,17 @@ def kill(record: KernelRecord) -> bool:
             os.kill(record.pid, signal.SIGKILL)
             killed = True
     return killed
+
+
+def _terminate(pid: int, grace: float = 1.0) -> None:
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and proc.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+    except psutil.Error:
+        pass
 
 
 def sweep() -> int:

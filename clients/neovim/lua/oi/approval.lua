@@ -1,8 +1,10 @@
 -- Proposals: shown in the chat with [r]un [s]kip [e]dit [a]lways, answered with oi/approve.
+-- A run the sandbox blocked is offered [o]utside (once, outside the sandbox) [s]kip instead.
 local M = {}
 
 local pending = {} -- root -> { proposal, mark }
 local KEYS = { r = "run", s = "skip", e = "edit", a = "always" }
+local BLOCKED_KEYS = { o = "outside", s = "skip" }
 
 -- The filetype of a language's code (the server's names and aliases, see oi/languages).
 local FILETYPES = { shell = "sh", bash = "sh", zsh = "zsh", fish = "fish", javascript = "javascript",
@@ -17,6 +19,7 @@ end
 local function unmap(root)
   local buf = require("oi.chat").buffer(root)
   for key in pairs(KEYS) do pcall(vim.keymap.del, "n", key, { buffer = buf }) end
+  pcall(vim.keymap.del, "n", "o", { buffer = buf })
 end
 
 function M.on_proposal(root, p)
@@ -30,10 +33,16 @@ function M.on_proposal(root, p)
     chat.put(root, "_(auto-run)_")
     return
   end
-  chat.put(root, "[r]un  [s]kip  [e]dit  [a]lways")
+  local keys = KEYS
+  if p.sandboxBlocked then -- it ran confined and was blocked: only the user lets it out, once
+    keys = BLOCKED_KEYS
+    chat.put(root, "[o]utside the sandbox, once (a fresh process, without the REPL's variables)  [s]kip")
+  else
+    chat.put(root, "[r]un  [s]kip  [e]dit  [a]lways")
+  end
   pending[root] = { proposal = p, mark = chat.mark_last(root) }
   local buf = chat.buffer(root)
-  for key, action in pairs(KEYS) do
+  for key, action in pairs(keys) do
     vim.keymap.set("n", key, function()
       -- While the user types a message the keys keep their meaning (a appends, s substitutes).
       if chat.typing(root) then
@@ -69,7 +78,8 @@ local function answer(root, decision, code, proposal_id)
   pending[root] = nil
   unmap(root)
   local chat = require("oi.chat")
-  chat.set_marked(root, entry.mark, ({ run = "_→ run_", skip = "_→ skipped_", edit = "_→ edited_" })[decision])
+  chat.set_marked(root, entry.mark, ({ run = "_→ run_", skip = "_→ skipped_", edit = "_→ edited_",
+    outside = "_→ run outside the sandbox_" })[decision])
   if decision ~= "run" then chat.shown(root, nil) end
   require("oi.client").request(root, "oi/approve",
     { proposalId = entry.proposal.proposalId, decision = decision, code = code })
@@ -78,6 +88,7 @@ end
 
 function M.run(root) answer(root, "run") end
 function M.skip(root) answer(root, "skip") end
+function M.outside(root) answer(root, "outside") end
 
 --- Open the code in a scratch buffer with the language's filetype; :w sends it as the edit.
 function M.edit(root)

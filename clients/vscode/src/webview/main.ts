@@ -26,7 +26,7 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 type Chunk = { turnId?: string; role?: string; type?: string; format?: string; content?: string; start?: boolean; end?: boolean };
 type Risk = { level: 'low' | 'medium' | 'high'; reasons: string[] };
-type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk };
+type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk; sandboxBlocked?: string };
 type Message = { role: string; type: string; format?: string; content: string; turnId?: string };
 
 const vscode = acquireVsCodeApi();
@@ -258,7 +258,7 @@ function proposal(p: Proposal): void {
         return;
     }
     const actions = el('div', 'oi-actions');
-    const decide = (decision: 'run' | 'skip' | 'edit', code?: string): void => {
+    const decide = (decision: 'run' | 'skip' | 'edit' | 'outside', code?: string): void => {
         vscode.postMessage({ type: 'approve', proposalId: p.proposalId, decision, code });
         if (decision === 'skip') {
             box.classList.add('oi-skipped');
@@ -269,7 +269,8 @@ function proposal(p: Proposal): void {
                 setCode(box, code);
                 box.querySelector<HTMLElement>('.oi-source')!.hidden = false;
             }
-            answered(box, decision === 'edit' ? 'edited, running' : 'running');
+            answered(box, decision === 'edit' ? 'edited, running'
+                : decision === 'outside' ? 'running outside the sandbox' : 'running');
             awaitingRun.set(p.turnId, box);
         }
     };
@@ -287,6 +288,16 @@ function proposal(p: Proposal): void {
         );
         area.focus();
     };
+    if (p.sandboxBlocked) { // it just ran, confined, and was blocked: only the user lets it out
+        box.classList.add('oi-blocked');
+        actions.append(
+            button('oi-outside', 'Run outside the sandbox', () => decide('outside')),
+            button('oi-skip', 'Skip', () => decide('skip')),
+        );
+        box.append(actions);
+        scrollDown();
+        return;
+    }
     actions.append(
         button('oi-run', 'Run', () => decide('run')),
         button('oi-skip', 'Skip', () => decide('skip')),
