@@ -7,7 +7,6 @@ and running code, and a streamer for what the client sees.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 from ..executors.base import Chunk, RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
-from . import context_window, llm, run_output
+from . import context_window, llm, run_output, tool_calls
 from .activity import Activity
 from .approval import TurnGate
 from .conversation import Conversation
@@ -163,23 +162,14 @@ class Turn:
 
     def _parse_call(self, call: llm.ToolCall) -> tuple[str, str, str | None]:
         call_id = call.id or f"call_{self.turn_id}_{self.steps}"
-        problem = None
-        language = code = ""
-        if call.name != "execute":
-            problem = f"Unknown tool {call.name!r}; the only tool is execute(language, code)."
-        else:
-            try:
-                args = json.loads(call.arguments or "{}")
-                language, code = str(args["language"]), str(args["code"])
-            except (ValueError, KeyError, TypeError):
-                problem = ("The arguments were not valid JSON with `language` and `code`: "
-                           f"{call.arguments[:200]!r}")
-        if problem is not None:
+        try:
+            run = tool_calls.repair(call.name, call.arguments)
+        except tool_calls.Unusable as problem:
             # The model is told in the tool result and the turn goes on.
             self._say("assistant", "code", call.arguments, "text", call_id, outcome="error")
-            self._say("computer", "console", problem, "output", call_id)
+            self._say("computer", "console", str(problem), "output", call_id)
             return ("", "", None)
-        return (language, code, call_id)
+        return (run.language, run.code, call_id)
 
     async def _propose(self, language: str, code: str, call_id: str | None) -> None:
         if not language:  # an invalid tool call, already answered
