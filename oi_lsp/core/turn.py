@@ -21,6 +21,7 @@ from .approval import TurnGate
 from .conversation import Conversation
 from .prompt import to_model_messages
 from .settings import Settings
+from .situation import Situation
 from .streamer import Streamer
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ class Turn:
                  streamer: Streamer, activity: Activity,
                  gate: TurnGate, run_code: RunCode, runnable: set[str],
                  on_text: Callable[[str], None], spent: context_window.Spend,
-                 spill_dir: Path) -> None:
+                 spill_dir: Path,
+                 situation: Callable[[], Awaitable[Situation]] | None = None) -> None:
         self.turn_id = turn_id
         self.settings = settings
         self.conversation = conversation
@@ -62,6 +64,8 @@ class Turn:
         self.steps = 0
         self.usage = context_window.Spend()  # this turn's model calls
         self.spent = spent  # the workspace's, since it opened (for maxBudget)
+        self._situate = situation  # where it works, for the system message
+        self.situation = Situation()
 
     def _say(self, role: Any, type_: Any, content: str, format_: str | None = None,
              tool_call_id: str | None = None, **extra: Any) -> Message:
@@ -72,6 +76,8 @@ class Turn:
 
     async def run(self, text: str, context: EditorContext | None) -> Outcome:
         self._say("user", "message", text, context=_kept(context))
+        if self._situate is not None:
+            self.situation = await self._situate()
         try:
             return await self._loop()
         except _Declined:
@@ -124,7 +130,7 @@ class Turn:
 
     async def _fitted(self) -> list[dict[str, Any]]:
         """The conversation for the model, trimmed to its context window."""
-        messages = to_model_messages(self.messages, self.settings)
+        messages = to_model_messages(self.messages, self.settings, self.situation)
         if not self.settings.model:
             return messages  # llm.stream says what to configure
         litellm = await llm.warm_up()

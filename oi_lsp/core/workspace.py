@@ -34,9 +34,10 @@ from .conversation import Conversation
 from .layers import SettingsLayers
 from .link import Link
 from .llm import ModelError
-from .repls import Repls
+from .repls import Repls, options_of
 from .run_output import merge_outputs, model_view, outcome_of
 from .settings import Settings
+from .situation import Situation, Surveyor
 from .store import Store
 from .streamer import Streamer
 from .transcript import Transcript
@@ -82,6 +83,7 @@ class Workspace:
         self._turn_id = ""
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
+        self.surveyor = Surveyor(folder, lambda: options_of(self.settings()))
 
     def settings(self) -> Settings:
         return self.layers.settings()
@@ -94,9 +96,15 @@ class Workspace:
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]:
         return await self.layers.configure(values)
 
+    async def situation(self) -> Situation:
+        """Where the model works: this machine's facts, the workspace's instructions."""
+        return await self.surveyor.situation(self.settings().trusted)
+
     def open(self) -> None:
-        """Start the Python kernel now, in the background, so the first run is fast."""
+        """Start the Python kernel now, in the background, so the first run is fast; and
+        gather what the model is told of this machine."""
         self.repls.open()
+        self.surveyor.start()
 
     def busy(self) -> bool:
         """A turn runs, or has not finished ending (saved, reported)."""
@@ -199,7 +207,7 @@ class Workspace:
                     activity=self.activity, gate=gate,
                     run_code=run_code, runnable=registry.runnable(),
                     on_text=self.link.show_text, spent=self.spent,
-                    spill_dir=conversation.spill_dir())
+                    spill_dir=conversation.spill_dir(), situation=self.situation)
 
     async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
         said: list[str] = []
