@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..protocol import PROPOSAL, Proposal, Risk
-from . import risk
+from . import risk, rules
 
 if TYPE_CHECKING:
     from .activity import Activity
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 class Answer:
     decision: str  # "run" | "skip" | "edit"
     code: str | None = None
-    auto: bool = False  # run without asking (autoRun)
+    auto: bool = False  # run without asking (autoRun, an allow rule)
     end_turn: bool = False  # skipped because the user sent a new message instead
+    refusal: str | None = None  # skipped by a deny rule: why, for the user and the model
 
 
 class UnknownProposal(LookupError):
@@ -37,20 +38,34 @@ class Approvals:
 
     def __init__(self) -> None:
         self._open: dict[str, tuple[str, asyncio.Future[Answer]]] = {}
+        self._code: dict[str, tuple[str, str]] = {}  # proposal id -> (language, code)
 
-    def open(self, workspace: str) -> tuple[str, asyncio.Future[Answer]]:
+    def open(self, workspace: str, language: str = "",
+             code: str = "") -> tuple[str, asyncio.Future[Answer]]:
         proposal_id = secrets.token_urlsafe(12)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._open[proposal_id] = (workspace, future)
-        future.add_done_callback(lambda _: self._open.pop(proposal_id, None))
+        self._code[proposal_id] = (language, code)
+
+        def forget(_: object) -> None:
+            self._open.pop(proposal_id, None)
+            self._code.pop(proposal_id, None)
+
+        future.add_done_callback(forget)
         return proposal_id, future
 
-    def answer(self, proposal_id: str, answer: Answer, workspace: str | None = None) -> None:
+    def proposal(self, proposal_id: str,
+                 workspace: str | None = None) -> tuple[str, str, str]:
+        """(workspace, language, code) of an open proposal; raises UnknownProposal."""
         entry = self._open.get(proposal_id)
         if entry is None or (workspace is not None and entry[0] != workspace):
             raise UnknownProposal(f"no open proposal {proposal_id!r}"
                                   + (" in this workspace" if workspace else ""))
-        entry[1].set_result(answer)
+        return (entry[0], *self._code[proposal_id])
+
+    def answer(self, proposal_id: str, answer: Answer, workspace: str | None = None) -> None:
+        self.proposal(proposal_id, workspace)
+        self._open[proposal_id][1].set_result(answer)
 
     def drop(self, workspace: str) -> None:
         """Cancel every open proposal of a workspace (its turn was stopped)."""
@@ -81,22 +96,23 @@ class Gate:
         self._told_semgrep_missing = False
 
     def for_turn(self, turn_id: str, settings: Settings,
-                 auto_run: Callable[[], bool]) -> TurnGate:
-        return TurnGate(self, turn_id, settings, auto_run)
+                 current: Callable[[], Settings]) -> TurnGate:
+        return TurnGate(self, turn_id, settings, current)
 
     async def ask(self, turn_id: str, language: str, code: str, found: Risk,
                   auto_run: bool) -> Answer:
-        """The user's answer to running `code`; `run` at once when `auto_run` and the risk
-        allow it. Meanwhile the workspace's activity is `waiting`."""
+        """The user's answer to running `code`; `run` at once when `auto_run` (the risk and
+        the rules allow it). Meanwhile the workspace's activity is `waiting`."""
         if auto_run:
             self.link.send(PROPOSAL, Proposal(
                 turn_id=turn_id, workspace=self.workspace,
                 proposal_id=f"auto-{secrets.token_hex(6)}", language=language, code=code,
                 auto_run=True, risk=found).wire())
             return Answer("run", auto=True)
-        proposal_id, future = self.approvals.open(self.workspace)
+        proposal_id, future = self.approvals.open(self.workspace, language, code)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
-                            language=language, code=code, auto_run=False, risk=found)
+                            language=language, code=code, auto_run=False, risk=found,
+                            command=rules.command_word(language, code))
         self.activity.set(turn_id, "waiting")
         try:
             return await self.link.ask(proposal, future)
@@ -122,22 +138,24 @@ class Gate:
 
 
 class TurnGate:
-    """The gate as one turn uses it: checked with the turn's settings; autoRun read when each
-    proposal comes, so turning it on during a turn (a client's "always") covers the turn's
-    next proposals too."""
+    """The gate as one turn uses it: the risk checked with the turn's settings; autoRun and
+    autoRunRules read when each proposal comes, so turning autoRun on during a turn, or a
+    rule an "always for this command" answer adds, covers the turn's next proposals too."""
 
     def __init__(self, gate: Gate, turn_id: str, settings: Settings,
-                 auto_run: Callable[[], bool]) -> None:
+                 current: Callable[[], Settings]) -> None:
         self._gate = gate
         self._turn_id = turn_id
         self._settings = settings
-        self._auto_run = auto_run
+        self._current = current
 
     async def check(self, language: str, code: str) -> Risk:
         return await self._gate.risk(self._settings, language, code)
 
     async def ask(self, language: str, code: str, found: Risk) -> Answer:
-        # High risk code, and safe mode `ask`, always wait for the user.
-        auto = (self._auto_run() and found.level != "high"
-                and self._settings.safe_mode != "ask")
-        return await self._gate.ask(self._turn_id, language, code, found, auto)
+        # rules.decide: deny refuses; high risk, safe mode `ask` and untrusted always ask.
+        decision = rules.decide(self._current(), language, code, found)
+        if decision.verdict == "deny":
+            return Answer("skip", refusal=decision.reason)
+        return await self._gate.ask(self._turn_id, language, code, found,
+                                    decision.verdict == "run")

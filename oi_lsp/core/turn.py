@@ -187,6 +187,10 @@ class Turn:
         # user, or expired with the server.
         answer = await self.gate.ask(language, code, proposed.risk)
         if answer.decision == "skip":
+            if answer.refusal:  # a deny rule: the user sees why, the model is told
+                self._say("computer", "console", answer.refusal, "output", call_id)
+                self.streamer.whole(self.turn_id, "computer", "console", "output",
+                                    answer.refusal + "\n")
             self._settle(proposed, "skipped")
             if answer.end_turn:
                 raise _Declined

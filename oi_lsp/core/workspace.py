@@ -202,7 +202,7 @@ class Workspace:
             return await self.repls.run(turn_id, language, code, chunks,
                                         settings.execution_timeout)
 
-        gate = self.gate.for_turn(turn_id, settings, lambda: self.settings().auto_run)
+        gate = self.gate.for_turn(turn_id, settings, self.settings)
         return Turn(turn_id, settings, conversation, streamer=self.streamer,
                     activity=self.activity, gate=gate,
                     run_code=run_code, runnable=registry.runnable(),
