@@ -160,7 +160,8 @@ def test_proposal_run_shows_output(nvim: Nvim, model: ModelServer, workspace: Pa
     lines = run.lines
     code = lines.index("print(6 * 7)")
     assert lines[code - 1] == "```python" and lines[code + 1] == "```"
-    assert "_→ run_" in lines and "[r]un  [s]kip  [e]dit  [c] always this code  [a]lways" not in lines
+    assert "_→ run_" in lines
+    assert "[r]un  [s]kip  [e]dit  [c] always this code  [a]lways" not in lines
     out = lines.index("```output")
     assert lines[out + 1] == "42" and lines[out + 2] == "```"
     assert out < lines.index("The answer is 42.")
