@@ -58,6 +58,13 @@ def test_rules_decide(code: str, language: str, risk: Risk, settings: dict[str, 
     assert verdict(code, language, risk, **settings) == expected
 
 
+def test_no_rules() -> None:
+    for value in ([], None):  # null: a client that cleared the setting
+        check({"autoRunRules": value})
+        settings = combine({"autoRunRules": value, "autoRun": True})
+        assert rules.decide(settings, "shell", "ls", LOW).verdict == "run"
+
+
 def test_deny_says_which_rule() -> None:
     decision = rules.decide(combine({"autoRunRules": RULES}), "shell", "rm -rf build\nls", LOW)
     assert decision.reason == (r"Not run: autoRunRules rule 3 (deny, pattern '\\brm\\b') "

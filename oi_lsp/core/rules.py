@@ -41,13 +41,13 @@ def canonical(language: str) -> str:
     return lang.name if lang is not None else language.strip().lower()
 
 
-def first_match(rules: list[AutoRunRule], language: str,
+def first_match(rules: list[AutoRunRule] | None, language: str,
                 code: str) -> tuple[int, AutoRunRule] | None:
     """The first rule (1-based index) for this language whose pattern is found in the code
     (its surrounding whitespace removed)."""
     text = code.strip()
     lang = canonical(language)
-    for index, rule in enumerate(rules, 1):
+    for index, rule in enumerate(rules or (), 1):
         if rule.language is not None and canonical(rule.language) != lang:
             continue
         if re.search(rule.pattern, text):

@@ -56,7 +56,8 @@ class Settings(BaseModel):
     context_window: int | None = Field(default=None, gt=0)
     auto_run: bool = False
     # First match wins: allow runs without asking, ask waits, deny refuses (core/rules.py).
-    auto_run_rules: list[AutoRunRule] = Field(default_factory=list)
+    # None (a client that cleared it sends null) is no rules.
+    auto_run_rules: list[AutoRunRule] | None = None
     system_message: str | None = None
     max_output: int = Field(default=2800, gt=0)
     execution_timeout: float | None = Field(default=None, gt=0)
