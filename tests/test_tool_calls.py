@@ -22,6 +22,7 @@ SHAPES = [
     ("the name doubled", "executeexecute", JSON, "python", "print(1)"),
     ("the name tripled, any case", "ExecuteExecuteExecute", JSON, "python", "print(1)"),
     ("a namespaced name", "functions.execute", JSON, "python", "print(1)"),
+    ("no name", "", JSON, "python", "print(1)"),
     ("the language as the name", "python", json.dumps({"code": "print(1)"}), "python",
      "print(1)"),
     ("the language as the name, bare code", "bash", "ls -la", "bash", "ls -la"),

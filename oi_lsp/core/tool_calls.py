@@ -66,7 +66,8 @@ def _language_of_name(name: str) -> str | None:
     """"" for the execute tool under any of its sloppy names, the language for a call named
     after one (`python`), None for a tool that does not exist."""
     bare = _NAMESPACE.sub("", name.strip()).lower()
-    if re.fullmatch(rf"(?:{TOOL})+", bare) or bare in ("run_code", "execute_code"):
+    # No name at all: some local servers drop it; execute is the only tool there is.
+    if not bare or re.fullmatch(rf"(?:{TOOL})+", bare) or bare in ("run_code", "execute_code"):
         return ""
     return bare if languages.find(bare) is not None else None
 
