@@ -67,8 +67,8 @@ def test_no_rules() -> None:
 
 def test_deny_says_which_rule() -> None:
     decision = rules.decide(combine({"autoRunRules": RULES}), "shell", "rm -rf build\nls", LOW)
-    assert decision.reason == (r"Not run: autoRunRules rule 3 (deny, pattern '\\brm\\b') "
-                               "refuses this shell code: rm -rf build")
+    assert decision.reason == (r"Not run: autoRunRules rule 3 (deny `\brm\b`) refuses this "
+                               "shell code: rm -rf build")
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -168,7 +168,8 @@ async def test_allow_ask_deny_through_the_server(start_server: StartServer, mode
     assert proposed == ["echo allowed", "printf 'asked\\n'"]
     told = tool_results(model.requests[1])
     assert told[0] == "allowed" and told[2] == "asked"
-    assert told[1].startswith("Not run: autoRunRules rule 3 (deny")
+    assert told[1] == r"Not run: autoRunRules rule 3 (deny `\brm\b`) refuses this shell " \
+        f"code: rm -f {marker}"
     assert "Not run: autoRunRules rule 3" in client.stream(result["turnId"], "console")
     history = (await client.request("oi/history", {}))["messages"]
     assert [m.get("outcome") for m in history if m["type"] == "code"] == [

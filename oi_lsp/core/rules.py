@@ -62,8 +62,8 @@ def decide(settings: Settings, language: str, code: str, risk: Risk) -> Decision
         index, rule = match
         first = code.strip().splitlines()[0] if code.strip() else ""
         shown = first if len(first) <= 80 else first[:77] + "..."
-        return Decision("deny", f"Not run: autoRunRules rule {index} (deny, pattern "
-                                f"{rule.pattern!r}) refuses this {language} code: {shown}")
+        return Decision("deny", f"Not run: autoRunRules rule {index} (deny `{rule.pattern}`) "
+                                f"refuses this {language} code: {shown}")
     if risk.level == "high" or settings.safe_mode == "ask" or not settings.trusted:
         return Decision("ask")
     if match is not None:
