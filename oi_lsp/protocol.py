@@ -6,6 +6,7 @@ Field names are camelCase on the wire and snake_case in Python.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -67,6 +68,9 @@ ChunkType = Literal["message", "code", "console", "image", "confirmation", "stat
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
 Decision = Literal["run", "skip", "edit", "outside"]  # outside: only a blocked run's
+# What an "always" answer covers: the command's first word, or the code's exact text.
+AlwaysScope = Literal["command", "text"]
+RuleAction = Literal["allow", "ask", "deny"]
 RiskLevel = Literal["low", "medium", "high"]
 # What became of a piece of code the model proposed (or the user ran): on its `code` message.
 CodeOutcome = Literal["ran", "edited", "skipped", "stopped", "timedOut", "autoRan", "error",
@@ -108,6 +112,31 @@ class Risk(Wire):
             return ""
         reasons = "; ".join(self.reasons)
         return f"{self.level} risk: {reasons}" if reasons else f"{self.level} risk"
+
+
+class AutoRunRule(BaseModel):
+    """One of `autoRunRules`: code (of `language`, when given) that `pattern` matches is run
+    without asking (allow), asked about (ask) or refused (deny). A setting, so unknown keys
+    are errors (a typo must not silently make a rule match everything)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              strict=True)
+
+    language: str | None = Field(default=None, min_length=1)
+    pattern: str = Field(min_length=1)
+    action: RuleAction
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> AutoRunRule:
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern {self.pattern!r} is not a valid regular expression: "
+                             f"{exc}") from None
+        return self
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 class MessageContext(Wire):
@@ -168,12 +197,22 @@ class ApproveParams(Wire):
     decision: Decision
     code: str | None = None
     workspace: str | None = None
+    # Run it, and save an allow rule for code like it in the workspace's .oi/profile.yaml.
+    always: AlwaysScope | None = None
 
     @model_validator(mode="after")
     def _edit_needs_code(self) -> ApproveParams:
         if self.decision == "edit" and self.code is None:
             raise ValueError("decision 'edit' needs the edited code in 'code'")
+        if self.always is not None and self.decision != "run":
+            raise ValueError("'always' goes with decision 'run' only")
         return self
+
+
+class ApproveResult(Wire):
+    ok: bool = True
+    rule: AutoRunRule | None = None  # the rule `always` added
+    file: str | None = None  # where it was saved
 
 
 class ExecuteParams(WorkspaceParams):
@@ -388,6 +427,9 @@ class Proposal(Wire):
     # Set when this asks to run, once and outside the sandbox, code the sandbox just blocked
     # (what it refused): "run" / "outside" run it so, in a fresh process; "skip" does not.
     sandbox_blocked: str | None = None
+    # The first word an `always: "command"` answer would allow; absent when the code is not
+    # one simple shell command (that answer then allows the exact text).
+    command: str | None = None
 
 
 class Usage(Wire):

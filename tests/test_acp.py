@@ -130,7 +130,8 @@ async def test_python_client_prompt_allow_reject_load(model: ModelServer, data_d
                   and u.status in ("completed", "failed")]
         assert [u.status for u in finals] == ["completed"]
         assert [o.option_id for o in recorder.asked[0][1]] == [
-            "allow_once", "allow_always", "reject_once"]
+            "allow_once", "allow_always", "allow_command", "reject_once"]
+        assert recorder.asked[0][1][2].name == "Always run this code here"
 
         model.script(ms.tool("python", "print('never')"), ms.text("Skipped then."))
         recorder.choices = ["reject_once"]
@@ -159,6 +160,23 @@ NODE_SDK = ROOT / "tests" / "acp" / "node_modules" / "@agentclientprotocol" / "s
 
 
 @pytest.mark.skipif(not NODE_SDK.is_dir(), reason="npm ci in tests/acp (scripts/setup.d)")
+async def test_always_run_this_command_here(model: ModelServer, data_dir: Path,
+                                            workspace: Path) -> None:
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        model.script(ms.tool("shell", "echo one"), ms.tool("shell", "echo two"),
+                     ms.tool("shell", "ls -d ."), ms.text("Done."))
+        recorder.choices = ["allow_command", "reject_once"]
+        done = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert done.stop_reason == "end_turn"
+        # Asked for echo one (the option names the command) and for ls; echo two ran unasked.
+        assert [o.name for o in recorder.asked[0][1]][2] == "Always run `echo` here"
+        assert len(recorder.asked) == 2 and "ls -d ." in recorder.asked[1][0].title
+        assert "one" in recorder.output() and "two" in recorder.output()
+        assert "autoRunRules" in (workspace / ".oi" / "profile.yaml").read_text()
+
+
 async def test_typescript_reference_client(model: ModelServer, data_dir: Path,
                                            workspace: Path) -> None:
     model.script(ms.tool("python", "print('hello from node')"), ms.text("Done hello."),

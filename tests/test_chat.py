@@ -21,7 +21,8 @@ from tests.modelserver import ModelServer
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]"
                   r"|\x1b[=>78]|\r")
-ASK = "Run? [y]es / [n]o / [e]dit / [a]lways:"
+ASK = "Run? [y]es / [n]o / [e]dit / [c] always"
+ALWAYS = "/ [a]lways (everything):"
 
 
 def chat_env(data_dir: Path, model: ModelServer | None, **extra: str) -> dict[str, str]:
@@ -182,6 +183,23 @@ def test_edit_without_editor_reads_the_code_inline(term: type[Term],
     chat.until("typed-inline")
     chat.until("Ran yours.")
     assert "typed-inline" in tool_results(model.requests[1])[0]
+
+
+def test_always_for_this_command(term: type[Term], model: ModelServer,
+                                 workspace: Path) -> None:
+    model.script(ms.tool("shell", "echo one-2"), ms.tool("shell", "echo two"),
+                 ms.tool("shell", "ls -d ."), ms.text("All done."))
+    chat = term("echo things")
+    chat.until("[c] always `echo` " + ALWAYS)
+    chat.send("c")
+    chat.until("From now on `echo` commands run without asking in this folder")
+    chat.until("one-2")
+    seen = chat.until("[c] always `ls` " + ALWAYS)  # echo two ran by itself; ls asks
+    assert "running (auto-run)" in seen and "two" in seen
+    chat.send("n")
+    chat.until("All done.")
+    assert "autoRunRules" in (workspace / ".oi" / "profile.yaml").read_text()
+    assert tool_results(model.requests[3])[:2] == ["one-2", "two"]
 
 
 def test_ctrl_c_stops_the_run_and_a_second_exits(term: type[Term], model: ModelServer) -> None:

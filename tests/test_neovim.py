@@ -153,7 +153,7 @@ def test_proposal_run_shows_output(nvim: Nvim, model: ModelServer, workspace: Pa
                  ms.text("The answer is 42."))
     run = nvim.run("""
         vim.cmd("OIChat what is six times seven")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("r")
         T.wait_text("The answer is 42.")
         T.wait_idle()
@@ -161,7 +161,8 @@ def test_proposal_run_shows_output(nvim: Nvim, model: ModelServer, workspace: Pa
     lines = run.lines
     code = lines.index("print(6 * 7)")
     assert lines[code - 1] == "```python" and lines[code + 1] == "```"
-    assert "_→ run_" in lines and "[r]un  [s]kip  [e]dit  [a]lways" not in lines
+    assert "_→ run_" in lines
+    assert "[r]un  [s]kip  [e]dit  [c] always this code  [a]lways" not in lines
     out = lines.index("```output")
     assert lines[out + 1] == "42" and lines[out + 2] == "```"
     assert out < lines.index("The answer is 42.")
@@ -191,7 +192,7 @@ def test_proposal_edit_sends_the_edited_code(nvim: Nvim, model: ModelServer,
     model.script(ms.tool("python", "print('original')"), ms.text("Edited run seen."))
     run = nvim.run("""
         vim.cmd("OIChat run something")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("e")
         local buf = vim.api.nvim_get_current_buf()
         local info = { name = vim.api.nvim_buf_get_name(buf), filetype = vim.bo[buf].filetype,
@@ -281,7 +282,7 @@ def test_oistop_ends_a_sleeping_turn(nvim: Nvim, model: ModelServer, workspace: 
     model.script(ms.tool("python", "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"))
     run = nvim.run("""
         vim.cmd("OIChat sleep a while")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("r")
         T.wait_text("```output\\nsleeping")
         vim.cmd("OIStop")
@@ -373,7 +374,7 @@ def test_always_turns_auto_run_on(nvim: Nvim, model: ModelServer, workspace: Pat
     run = nvim.run("""
         vim.fn.confirm = function() return 1 end  -- the user answers Yes
         vim.cmd("OIChat run two things")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("a")
         T.wait_text("Both ran.")
         T.wait_idle()
@@ -383,6 +384,26 @@ def test_always_turns_auto_run_on(nvim: Nvim, model: ModelServer, workspace: Pat
     assert run.result["autoRun"] is True
     assert "_(auto-run)_" in run.lines
     assert tool_results(model.requests[2]) == ["first", "second"]
+
+
+def test_always_for_this_command(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
+    model.script(ms.tool("shell", "echo first"), ms.tool("shell", "echo second"),
+                 ms.tool("shell", "ls -d ."), ms.text("Three asked for."))
+    run = nvim.run("""
+        vim.fn.confirm = function() return 1 end  -- the user answers Yes
+        vim.cmd("OIChat echo things")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always `echo`  [a]lways")
+        T.keys("c")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always `ls`  [a]lways")
+        T.keys("s")
+        T.wait_text("Three asked for.")
+        T.wait_idle()
+    """, workspace)
+    assert "_→ run, and always `echo` commands_" in run.lines
+    assert run.lines.count("_(auto-run)_") == 1  # echo second; ls still asked
+    assert any("`echo` commands now run without asking" in n["msg"] for n in run.notes)
+    assert "autoRunRules" in (workspace / ".oi" / "profile.yaml").read_text()
+    assert tool_results(model.requests[3])[:2] == ["first", "second"]
 
 
 def test_help_tags(nvim: Nvim, tmp_path: Path, workspace: Path) -> None:
@@ -427,7 +448,7 @@ def test_history_reloads_after_a_restart(nvim: Nvim, model: ModelServer,
     model.script(ms.tool("python", "print('ran before')"), ms.text("Hi there, from before."))
     nvim.run("""
         vim.cmd("OIChat hello")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("r")
         T.wait_text("Hi there, from before.")
         T.wait_idle()

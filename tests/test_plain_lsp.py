@@ -186,7 +186,7 @@ async def test_approval_edit_runs_the_saved_file(start_server: StartServer,
     started = await command(client, "oi.chat", "run it")
     assert (await turn_end(client, started["turnId"]))["status"] == "done"
     first, second = boxes
-    assert first[1] == ["Run", "Skip", "Edit"]
+    assert first[1] == ["Run", "Skip", "Edit", "Always this code"]
     assert first[0] == ("Run this python code? (low risk)\nimport os\nx0 = 0\nx1 = 1\n"
                         "… (10 lines)")
     assert second[1] == ["Run edited", "Skip"]
@@ -195,6 +195,29 @@ async def test_approval_edit_runs_the_saved_file(start_server: StartServer,
     body = read(text["uri"])
     assert "_→ ran as edited_" in body and "What ran (edited):" in body
     assert "Output (1 line):\n\n```text\nedited 42\n```" in body
+
+
+async def test_approval_always_for_this_command(start_server: StartServer,
+                                               model: ModelServer, workspace: Path) -> None:
+    client = await plain(start_server, workspace, model=model)
+    model.script(ms.tool("shell", "echo one"), ms.tool("shell", "echo two"),
+                 ms.tool("shell", "ls -d ."), ms.text("Done."))
+    boxes: list[list[str]] = []
+
+    async def answer(message: str, actions: list[str]) -> str:
+        boxes.append(actions)
+        return actions[-1] if len(boxes) == 1 else "Skip"
+
+    client.message_box = answer
+    started = await command(client, "oi.chat", "echo things")
+    assert (await turn_end(client, started["turnId"]))["status"] == "done"
+    # Asked twice: echo one ("Always `echo`"), then ls; echo two ran by itself.
+    assert boxes == [["Run", "Skip", "Edit", "Always `echo`"],
+                     ["Run", "Skip", "Edit", "Always `ls`"]]
+    told = await client.wait_for("window/showMessage", lambda p: "from now on" in p["message"])
+    assert "`echo` commands run without asking" in told["message"]
+    assert tool_results(model.requests[3])[:2] == ["one", "two"]
+    assert "declined" in tool_results(model.requests[3])[2]
 
 
 async def test_progress_figures_and_cancel_stops(start_server: StartServer,

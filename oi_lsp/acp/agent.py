@@ -33,7 +33,7 @@ from acp.schema import (
 
 from .. import __version__
 from ..core.approval import Approvals
-from ..core.settings import env_layer
+from ..core.settings import SettingsError, env_layer
 from ..core.store import ConversationInUse, Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces
@@ -69,7 +69,7 @@ class Session:
 class OIAgent:
     def __init__(self) -> None:
         self.env = env_layer()  # settings come from the environment (OI_MODEL, ...)
-        self.link = AcpLink(self._max_output, self._last_outcome, self._always)
+        self.link = AcpLink(self._max_output, self._last_outcome, self._always, self._remember)
         self.workspaces = Workspaces(self._new_workspace)
         self.approvals = Approvals()
         self.store = Store()
@@ -185,6 +185,15 @@ class OIAgent:
         if session is not None:
             await self._set_mode(session, "auto")
             self.link.update(session_id, update_current_mode("auto"))
+
+    async def _remember(self, uri: str, language: str, code: str) -> str | None:
+        """"Always run this command here": the workspace saves the allow rule; why it could
+        not (an untrusted workspace, a broken .oi/profile.yaml), or None."""
+        try:
+            await self.workspaces.get(uri).layers.always(language, code, "command")
+        except SettingsError as exc:
+            return str(exc)
+        return None
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)

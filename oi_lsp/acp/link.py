@@ -20,6 +20,7 @@ from acp.schema import (
 )
 
 from .. import protocol
+from ..core import rules
 from ..core.approval import Answer
 from ..protocol import Proposal
 from .calls import Call, status_of
@@ -31,6 +32,8 @@ OPTIONS = [PermissionOption(option_id="allow_once", name="Run", kind="allow_once
            PermissionOption(option_id="allow_always", name="Always run (auto mode)",
                             kind="allow_always"),
            PermissionOption(option_id="reject_once", name="Skip", kind="reject_once")]
+# "Always for this command": an allow rule saved in the workspace (core/rules.py), after these.
+COMMAND = "allow_command"
 # Offered only to clients with form elicitation (unstable ACP): the code opens in a form.
 EDIT = PermissionOption(option_id="edit", name="Edit, then run", kind="allow_once")
 
@@ -38,7 +41,8 @@ EDIT = PermissionOption(option_id="edit", name="Edit, then run", kind="allow_onc
 class AcpLink:
     def __init__(self, max_output: Callable[[str], int],
                  outcome: Callable[[str], Any],
-                 always: Callable[[str], Awaitable[None]]) -> None:
+                 always: Callable[[str], Awaitable[None]],
+                 remember: Callable[[str, str, str], Awaitable[str | None]]) -> None:
         self.conn: Client | None = None
         self.sessions: dict[str, str] = {}  # workspace URI → the ACP session shown there
         self.active: str | None = None  # the session that prompted last: where notes go
@@ -46,6 +50,8 @@ class AcpLink:
         self._max_output = max_output  # workspace URI → its maxOutput
         self._outcome = outcome  # workspace URI → the outcome of its last proposal
         self._always = always  # session id: the user chose "always run"
+        # (workspace, language, code): save an allow rule; why it could not be, or None
+        self._remember = remember
         self._calls: dict[str, Call] = {}  # workspace URI → its open tool call
         self._last: dict[str, float] = {}  # tool call id → when its output was last sent
         self._flushes: dict[str, asyncio.TimerHandle] = {}
@@ -153,7 +159,7 @@ class AcpLink:
         self.update(session_id, start)
         await self._queue.join()  # the client knows the tool call before it is asked
         asked: asyncio.Future[Answer] = asyncio.ensure_future(
-            self._decision(session_id, call, start))
+            self._decision(session_id, call, start, proposal.workspace))
         waiting: list[asyncio.Future[Any]] = [asked, answer]
         try:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -167,17 +173,27 @@ class AcpLink:
             return Answer("skip")
         return asked.result()
 
-    async def _decision(self, session_id: str, call: Call, start: Any) -> Answer:
+    async def _decision(self, session_id: str, call: Call, start: Any,
+                        workspace: str) -> Answer:
         assert self.conn is not None
-        options = [*OPTIONS, EDIT] if self.can_edit else OPTIONS
+        word = rules.command_word(call.language, call.code)
+        command = PermissionOption(
+            option_id=COMMAND, kind="allow_always",
+            name=f"Always run `{word}` here" if word else "Always run this code here")
+        options = [*OPTIONS[:2], command, OPTIONS[2]] + ([EDIT] if self.can_edit else [])
         response = await self.conn.request_permission(
             session_id=session_id, tool_call=call.permission(start), options=options)
         chosen = getattr(response.outcome, "option_id", None)  # None: cancelled
         if chosen == "allow_always":
             await self._always(session_id)
+        if chosen == COMMAND:
+            refused = await self._remember(workspace, call.language, call.code)
+            if refused is not None:  # nothing saved, nothing ran: say why and ask again
+                self.show_text(refused, error=True)
+                return await self._decision(session_id, call, start, workspace)
         if chosen == "edit":
             return await self._edit(session_id, call)
-        return Answer("run" if chosen in ("allow_once", "allow_always") else "skip")
+        return Answer("run" if chosen in ("allow_once", "allow_always", COMMAND) else "skip")
 
     async def _edit(self, session_id: str, call: Call) -> Answer:
         """The code in a form the user edits; what they submit runs (declined: skipped)."""

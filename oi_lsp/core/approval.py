@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..protocol import PROPOSAL, Proposal, Risk
-from . import risk
+from . import risk, rules
 
 if TYPE_CHECKING:
     from .activity import Activity
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 class Answer:
     decision: str  # "run" | "skip" | "edit" | "outside" (only for a run the sandbox blocked)
     code: str | None = None
-    auto: bool = False  # run without asking (autoRun)
+    auto: bool = False  # run without asking (autoRun, an allow rule)
     end_turn: bool = False  # skipped because the user sent a new message instead
+    refusal: str | None = None  # skipped by a deny rule: why, for the user and the model
 
 
 class UnknownProposal(LookupError):
@@ -42,26 +43,40 @@ class Approvals:
     def __init__(self) -> None:
         self._open: dict[str, tuple[str, asyncio.Future[Answer]]] = {}
         self._escalations: set[str] = set()  # ids that ask to run outside the sandbox
+        self._code: dict[str, tuple[str, str]] = {}  # proposal id -> (language, code)
 
-    def open(self, workspace: str, escalation: bool = False) -> tuple[str, asyncio.Future[Answer]]:
+    def open(self, workspace: str, language: str = "", code: str = "",
+             escalation: bool = False) -> tuple[str, asyncio.Future[Answer]]:
         proposal_id = secrets.token_urlsafe(12)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._open[proposal_id] = (workspace, future)
+        self._code[proposal_id] = (language, code)
         if escalation:
             self._escalations.add(proposal_id)
-            future.add_done_callback(lambda _: self._escalations.discard(proposal_id))
-        future.add_done_callback(lambda _: self._open.pop(proposal_id, None))
+
+        def forget(_: object) -> None:
+            self._open.pop(proposal_id, None)
+            self._code.pop(proposal_id, None)
+            self._escalations.discard(proposal_id)
+
+        future.add_done_callback(forget)
         return proposal_id, future
 
-    def answer(self, proposal_id: str, answer: Answer, workspace: str | None = None) -> None:
+    def proposal(self, proposal_id: str,
+                 workspace: str | None = None) -> tuple[str, str, str]:
+        """(workspace, language, code) of an open proposal; raises UnknownProposal."""
         entry = self._open.get(proposal_id)
         if entry is None or (workspace is not None and entry[0] != workspace):
             raise UnknownProposal(f"no open proposal {proposal_id!r}"
                                   + (" in this workspace" if workspace else ""))
+        return (entry[0], *self._code[proposal_id])
+
+    def answer(self, proposal_id: str, answer: Answer, workspace: str | None = None) -> None:
+        self.proposal(proposal_id, workspace)
         if answer.decision == "outside" and proposal_id not in self._escalations:
             raise WrongDecision("decision 'outside' answers only a proposal to run code the "
                                 "sandbox blocked (one with sandboxBlocked)")
-        entry[1].set_result(answer)
+        self._open[proposal_id][1].set_result(answer)
 
     def drop(self, workspace: str) -> None:
         """Cancel every open proposal of a workspace (its turn was stopped)."""
@@ -92,24 +107,27 @@ class Gate:
         self._told_semgrep_missing = False
 
     def for_turn(self, turn_id: str, settings: Settings,
-                 auto_run: Callable[[], bool]) -> TurnGate:
-        return TurnGate(self, turn_id, settings, auto_run)
+                 current: Callable[[], Settings]) -> TurnGate:
+        return TurnGate(self, turn_id, settings, current)
 
     async def ask(self, turn_id: str, language: str, code: str, found: Risk,
                   auto_run: bool, blocked: str | None = None) -> Answer:
-        """The user's answer to running `code`; `run` at once when `auto_run` and the risk
-        allow it. Meanwhile the workspace's activity is `waiting`. With `blocked`, it asks to
-        run, outside the sandbox, code the sandbox just blocked: never without the user."""
+        """The user's answer to running `code`; `run` at once when `auto_run` (the risk and
+        the rules allow it). Meanwhile the workspace's activity is `waiting`. With `blocked`,
+        it asks to run, outside the sandbox, code the sandbox just blocked: never without the
+        user."""
         if auto_run and blocked is None:
             self.link.send(PROPOSAL, Proposal(
                 turn_id=turn_id, workspace=self.workspace,
                 proposal_id=f"auto-{secrets.token_hex(6)}", language=language, code=code,
                 auto_run=True, risk=found).wire())
             return Answer("run", auto=True)
-        proposal_id, future = self.approvals.open(self.workspace, escalation=blocked is not None)
+        proposal_id, future = self.approvals.open(self.workspace, language, code,
+                                                  escalation=blocked is not None)
         proposal = Proposal(turn_id=turn_id, workspace=self.workspace, proposal_id=proposal_id,
                             language=language, code=code, auto_run=False, risk=found,
-                            sandbox_blocked=blocked)
+                            sandbox_blocked=blocked,
+                            command=None if blocked else rules.command_word(language, code))
         self.activity.set(turn_id, "waiting")
         try:
             return await self.link.ask(proposal, future)
@@ -135,27 +153,28 @@ class Gate:
 
 
 class TurnGate:
-    """The gate as one turn uses it: checked with the turn's settings; autoRun read when each
-    proposal comes, so turning it on during a turn (a client's "always") covers the turn's
-    next proposals too."""
+    """The gate as one turn uses it: the risk checked with the turn's settings; autoRun and
+    autoRunRules read when each proposal comes, so turning autoRun on during a turn, or a
+    rule an "always for this command" answer adds, covers the turn's next proposals too."""
 
     def __init__(self, gate: Gate, turn_id: str, settings: Settings,
-                 auto_run: Callable[[], bool]) -> None:
+                 current: Callable[[], Settings]) -> None:
         self._gate = gate
         self._turn_id = turn_id
         self._settings = settings
-        self._auto_run = auto_run
+        self._current = current
 
     async def check(self, language: str, code: str) -> Risk:
         return await self._gate.risk(self._settings, language, code)
 
     async def ask(self, language: str, code: str, found: Risk) -> Answer:
-        # High risk code, and safe mode `ask`, always wait for the user; medium risk runs by
-        # itself only inside the OS sandbox, which bounds what it can do.
-        confined = self._settings.sandbox not in (None, "off")
-        auto = (self._auto_run() and self._settings.safe_mode != "ask"
-                and (found.level == "low" or (found.level == "medium" and confined)))
-        return await self._gate.ask(self._turn_id, language, code, found, auto)
+        # rules.decide: deny refuses; high risk, safe mode `ask` and untrusted always ask;
+        # medium risk runs by itself only inside the OS sandbox, which bounds what it can do.
+        decision = rules.decide(self._current(), language, code, found)
+        if decision.verdict == "deny":
+            return Answer("skip", refusal=decision.reason)
+        return await self._gate.ask(self._turn_id, language, code, found,
+                                    decision.verdict == "run")
 
     async def ask_outside(self, language: str, code: str, blocked: str) -> Answer:
         """May code the sandbox blocked run once outside it (a fresh process)? Always asked."""

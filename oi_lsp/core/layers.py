@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import profiles, trust
+from ..protocol import AlwaysScope, AutoRunRule
+from . import profiles, rules, trust
 from .settings import Settings, SettingsError, check, combine, split_known
 
 
@@ -86,3 +87,22 @@ class SettingsLayers:
         self.overrides = candidate
         self.profile_layers, self.workspace = layers, workspace
         return self.settings(), unknown
+
+    async def always(self, language: str, code: str,
+                     scope: AlwaysScope) -> tuple[AutoRunRule, Path]:
+        """An "always for this command" answer: an allow rule for code like this, saved at the
+        end of the workspace's .oi/profile.yaml (where trusted workspaces keep their settings)
+        and in effect at once. Raises SettingsError, saving nothing, in an untrusted
+        workspace (it never reads that file) or when the file is broken."""
+        if not self.settings().trusted:
+            raise SettingsError("'always for this command' saves a rule in .oi/profile.yaml, "
+                                "which an untrusted workspace does not read; trust the "
+                                "workspace first")
+        rule = rules.rule_for(language, code, scope)
+        path = await asyncio.to_thread(rules.save, self.folder, rule)
+        if self.workspace is not None and not self.workspace.by_client:
+            # The user's own edit of a profile they trusted (or of none): still trusted.
+            files = await asyncio.to_thread(trust.read, self.folder)
+            await asyncio.to_thread(trust.allow, self.folder, files.digest)
+        await self.load_profiles()
+        return rule, path

@@ -23,6 +23,7 @@ from ..protocol import Message
 from . import export, llm
 from .prompt import to_model_messages
 from .settings import Settings, SettingsError
+from .situation import Situation
 from .store import title_of
 from .turn import Outcome
 
@@ -61,6 +62,8 @@ class Host(Protocol):
     def settings(self) -> Settings: ...
 
     async def configure(self, values: dict[str, Any]) -> tuple[Settings, list[str]]: ...
+
+    async def situation(self) -> Situation: ...
 
 
 @dataclass(slots=True)
@@ -177,7 +180,7 @@ async def _auto_run(host: Host, console: Console, arg: str) -> None:
 
 async def _tokens(host: Host, console: Console, arg: str) -> None:
     settings = host.settings()
-    messages = to_model_messages(host.conversation.messages, settings)
+    messages = to_model_messages(host.conversation.messages, settings, await host.situation())
     if arg:
         messages.append({"role": "user", "content": arg})
     litellm = await llm.warm_up()

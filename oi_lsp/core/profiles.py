@@ -82,6 +82,11 @@ def parse(body: bytes, path: Path) -> dict[str, Any]:
         data = yaml.safe_load(body.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ProfileError(f"profile {path}: cannot read it: {exc}") from None
+    return layer_of(data, path)
+
+
+def layer_of(data: Any, path: Path) -> dict[str, Any]:
+    """A profile's parsed YAML as a settings layer; ProfileError names the file and key."""
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..protocol import Message, MessageContext
 from .settings import Settings
+from .situation import Situation
 
 SYSTEM_MESSAGE = """\
 You are Open Interpreter, a world-class programmer that can complete any goal by executing code.
@@ -24,6 +25,10 @@ The working directory is the user's workspace folder. Write messages to the user
 In general, try to make plans with as few steps as possible. Try to do things in small, \
 informed steps: run a little code, look at the result, then continue.
 You are capable of almost any task, but you may be wrong: check your work."""
+
+MACHINE_HEADING = ("Where you work (the user's messages may also carry their editor's file and "
+                   "selection):")
+INSTRUCTIONS_HEADING = "The user's instructions for this workspace (.oi/instructions.md):"
 
 CODE_BLOCK_SYSTEM_MESSAGE = """\
 To run code, write it in a fenced Markdown code block with its language, e.g. ```python. \
@@ -55,18 +60,26 @@ def with_context(text: str, context: MessageContext | None) -> str:
     return "\n".join(parts)
 
 
-def system_message(settings: Settings) -> str:
-    system = SYSTEM_MESSAGE
+def system_message(settings: Settings, situation: Situation | None = None) -> str:
+    """The built-in text, where it runs, then `systemMessage`, then the workspace's
+    instructions (most specific last)."""
+    situation = situation or Situation()
+    parts = [SYSTEM_MESSAGE]
+    if situation.machine:
+        parts.append(f"{MACHINE_HEADING}\n{situation.machine}")
     if not settings.tool_calls:
-        system += "\n\n" + CODE_BLOCK_SYSTEM_MESSAGE
+        parts.append(CODE_BLOCK_SYSTEM_MESSAGE)
     if settings.system_message:
-        system += "\n\n" + settings.system_message
-    return system
+        parts.append(settings.system_message)
+    if situation.instructions:
+        parts.append(f"{INSTRUCTIONS_HEADING}\n{situation.instructions}")
+    return "\n\n".join(parts)
 
 
-def to_model_messages(messages: list[Message], settings: Settings) -> list[dict[str, Any]]:
+def to_model_messages(messages: list[Message], settings: Settings,
+                      situation: Situation | None = None) -> list[dict[str, Any]]:
     """The conversation in chat-completions form; every tool call gets its tool result."""
-    builder = _Builder(settings)
+    builder = _Builder(settings, situation)
     for m in messages:
         builder.add(m)
     builder.settle()
@@ -77,10 +90,10 @@ class _Builder:
     """Walks the conversation once: a code message and what followed it (its confirmation and
     outputs) are held until the next message of the model or the user, then become one result."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, situation: Situation | None) -> None:
         self.tools = settings.tool_calls
         self.out: list[dict[str, Any]] = [{"role": "system",
-                                           "content": system_message(settings)}]
+                                           "content": system_message(settings, situation)}]
         self.assistant: dict[str, Any] | None = None  # the model message being built
         self.pending: list[Message] = []  # a code message and what followed it
         self.user_runs: list[list[Message]] = []  # the user's own runs since the last message

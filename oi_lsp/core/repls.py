@@ -11,7 +11,6 @@ from pathlib import Path
 
 from ..executors import registry
 from ..executors.base import Chunk, Executor, RunResult
-from .run_output import RunOutput
 from ..executors.gateway.config import GatewayConfig
 from ..executors.sandbox import blocked
 from ..executors.sandbox.policy import Sandbox
@@ -19,6 +18,7 @@ from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
 from .aio import log_failure
 from .link import Tell
+from .run_output import RunOutput
 from .settings import Settings
 from .streamer import Streamer
 from .watch import MemoryRestart, Watch

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from ..protocol import AutoRunRule
 from . import model_presets
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ class Settings(BaseModel):
     max_tokens: int | None = Field(default=None, gt=0)
     context_window: int | None = Field(default=None, gt=0)
     auto_run: bool = False
+    # First match wins: allow runs without asking, ask waits, deny refuses (core/rules.py).
+    # None (a client that cleared it sends null) is no rules.
+    auto_run_rules: list[AutoRunRule] | None = None
     system_message: str | None = None
     max_output: int = Field(default=2800, gt=0)
     execution_timeout: float | None = Field(default=None, gt=0)

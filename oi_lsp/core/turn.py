@@ -7,21 +7,21 @@ and running code, and a streamer for what the client sees.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..executors.base import RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
-from . import context_window, llm, run_output
+from . import context_window, llm, run_output, tool_calls
 from .activity import Activity
 from .approval import TurnGate
 from .conversation import Conversation
 from .prompt import to_model_messages
 from .settings import Settings
+from .situation import Situation
 from .streamer import Streamer
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class Turn:
                  streamer: Streamer, activity: Activity,
                  gate: TurnGate, run_code: RunCode, runnable: set[str],
                  on_text: Callable[[str], None], spent: context_window.Spend,
-                 spill_dir: Path) -> None:
+                 spill_dir: Path,
+                 situation: Callable[[], Awaitable[Situation]] | None = None) -> None:
         self.turn_id = turn_id
         self.settings = settings
         self.conversation = conversation
@@ -65,6 +66,8 @@ class Turn:
         self.steps = 0
         self.usage = context_window.Spend()  # this turn's model calls
         self.spent = spent  # the workspace's, since it opened (for maxBudget)
+        self._situate = situation  # where it works, for the system message
+        self.situation = Situation()
 
     def _say(self, role: Any, type_: Any, content: str, format_: str | None = None,
              tool_call_id: str | None = None, **extra: Any) -> Message:
@@ -75,6 +78,8 @@ class Turn:
 
     async def run(self, text: str, context: EditorContext | None) -> Outcome:
         self._say("user", "message", text, context=_kept(context))
+        if self._situate is not None:
+            self.situation = await self._situate()
         try:
             return await self._loop()
         except _Declined:
@@ -127,7 +132,7 @@ class Turn:
 
     async def _fitted(self) -> list[dict[str, Any]]:
         """The conversation for the model, trimmed to its context window."""
-        messages = to_model_messages(self.messages, self.settings)
+        messages = to_model_messages(self.messages, self.settings, self.situation)
         if not self.settings.model:
             return messages  # llm.stream says what to configure
         litellm = await llm.warm_up()
@@ -165,23 +170,14 @@ class Turn:
 
     def _parse_call(self, call: llm.ToolCall) -> tuple[str, str, str | None]:
         call_id = call.id or f"call_{self.turn_id}_{self.steps}"
-        problem = None
-        language = code = ""
-        if call.name != "execute":
-            problem = f"Unknown tool {call.name!r}; the only tool is execute(language, code)."
-        else:
-            try:
-                args = json.loads(call.arguments or "{}")
-                language, code = str(args["language"]), str(args["code"])
-            except (ValueError, KeyError, TypeError):
-                problem = ("The arguments were not valid JSON with `language` and `code`: "
-                           f"{call.arguments[:200]!r}")
-        if problem is not None:
+        try:
+            run = tool_calls.repair(call.name, call.arguments)
+        except tool_calls.Unusable as problem:
             # The model is told in the tool result and the turn goes on.
             self._say("assistant", "code", call.arguments, "text", call_id, outcome="error")
-            self._say("computer", "console", problem, "output", call_id)
+            self._say("computer", "console", str(problem), "output", call_id)
             return ("", "", None)
-        return (language, code, call_id)
+        return (run.language, run.code, call_id)
 
     async def _propose(self, language: str, code: str, call_id: str | None) -> None:
         if not language:  # an invalid tool call, already answered
@@ -193,6 +189,10 @@ class Turn:
         # user, or expired with the server.
         answer = await self.gate.ask(language, code, proposed.risk)
         if answer.decision == "skip":
+            if answer.refusal:  # a deny rule: the user sees why, the model is told
+                self._say("computer", "console", answer.refusal, "output", call_id)
+                self.streamer.whole(self.turn_id, "computer", "console", "output",
+                                    answer.refusal + "\n")
             self._settle(proposed, "skipped")
             if answer.end_turn:
                 raise _Declined

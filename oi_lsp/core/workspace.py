@@ -34,9 +34,10 @@ from .conversation import Conversation
 from .layers import SettingsLayers
 from .link import Link
 from .llm import ModelError
-from .repls import Repls
+from .repls import Repls, options_of
 from .run_output import KEEP, RunOutput, merge_outputs, model_view, outcome_of
 from .settings import Settings
+from .situation import Situation, Surveyor
 from .store import Store
 from .streamer import Streamer
 from .transcript import Transcript
@@ -85,6 +86,7 @@ class Workspace:
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
         self.opened = False  # in use: its kernel started, its settings files asked about
+        self.surveyor = Surveyor(folder, lambda: options_of(self.settings()))
 
     def settings(self) -> Settings:
         return self.layers.settings()
@@ -106,12 +108,18 @@ class Workspace:
         if not self.busy():
             await self.repls.apply_sandbox(self.link.tell)
 
+    async def situation(self) -> Situation:
+        """Where the model works: this machine's facts, the workspace's instructions."""
+        return await self.surveyor.situation(self.settings().trusted)
+
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast; ask
-        about the folder's own settings if nobody trusted them."""
+        about the folder's own settings if nobody trusted them; gather what the model is told
+        of this machine."""
         self.opened = True
         self.trust.start()
         self.repls.open()
+        self.surveyor.start()
 
     def busy(self) -> bool:
         """A turn runs, or has not finished ending (saved, reported)."""
@@ -213,12 +221,12 @@ class Workspace:
             return await self.repls.run(turn_id, language, code, output,
                                         settings.execution_timeout, outside)
 
-        gate = self.gate.for_turn(turn_id, settings, lambda: self.settings().auto_run)
+        gate = self.gate.for_turn(turn_id, settings, self.settings)
         return Turn(turn_id, settings, conversation, streamer=self.streamer,
                     activity=self.activity, gate=gate,
                     run_code=run_code, runnable=registry.runnable(),
                     on_text=self.link.show_text, spent=self.spent,
-                    spill_dir=conversation.spill_dir())
+                    spill_dir=conversation.spill_dir(), situation=self.situation)
 
     async def _magic(self, turn_id: str, message: str, settings: Settings) -> Outcome:
         said: list[str] = []

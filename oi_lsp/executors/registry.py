@@ -37,6 +37,24 @@ def _read_installed() -> dict[str, str]:
     return kernelspecs.by_language(KernelSpecManager().get_all_specs())
 
 
+def kernel_program(kernel_name: str) -> str | None:
+    """The program a local kernelspec starts (its argv[0]), when it is a Python kernel; None
+    when there is no such kernelspec (blocking: reads the kernel folders)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    except (NoSuchKernel, OSError, ValueError):
+        return None
+    if spec.language.strip().lower() not in ("python", "python3") or not spec.argv:
+        return None
+    program = str(spec.argv[0])
+    # As jupyter_client starts it: a bare `python` is the interpreter running this server.
+    major, minor = sys.version_info[:2]
+    return sys.executable if program in ("python", f"python{major}",
+                                         f"python{major}.{minor}") else program
+
+
 def _program(lang: Language) -> str | None:
     return next((path for p in lang.programs if (path := shutil.which(p))), None)
 

@@ -15,6 +15,7 @@ from pygls.exceptions import JsonRpcException
 
 from .. import languages, protocol
 from ..core.approval import Answer
+from ..core.settings import SettingsError
 from ..core.workspace import Workspace
 from ..files import atomic_write, data_dir
 from ..protocol import Proposal
@@ -44,16 +45,23 @@ class PlainClient:
     # Approval ----------------------------------------------------------------------------
 
     async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
-        """Run / Skip / Edit in a message box; an oi/approve still counts if it comes. Code the
-        sandbox blocked: Run outside the sandbox / Skip."""
+        """Run / Skip / Edit / Always in a message box; an oi/approve still counts if it
+        comes. Code the sandbox blocked: Run outside the sandbox / Skip."""
         if proposal.sandbox_blocked is not None:
             choice = await self._box(_ask_text(proposal), [OUTSIDE, "Skip"], answer)
             return choice if isinstance(choice, Answer) else Answer(
                 "outside" if choice == OUTSIDE else "skip")
         actions = ["Run", "Skip", "Edit"] if self.show_document else ["Run", "Skip"]
+        workspace = self.server.workspaces.find(proposal.workspace)
+        always = None
+        if workspace is not None and workspace.settings().trusted:  # else nothing is saved
+            always = f"Always `{proposal.command}`" if proposal.command else "Always this code"
+            actions.append(always)
         choice = await self._box(_ask_text(proposal), actions, answer)
         if isinstance(choice, Answer):
             return choice
+        if choice is not None and choice == always and workspace is not None:
+            return await self._always(workspace, proposal, answer)
         if choice != "Edit":
             return Answer("run" if choice == "Run" else "skip")
         path = data_dir() / "edits" / (f"proposal-{proposal.proposal_id[:10]}"
@@ -70,6 +78,21 @@ class PlainClient:
             return Answer("edit", await asyncio.to_thread(path.read_text, encoding="utf-8"))
         finally:
             await asyncio.to_thread(path.unlink, missing_ok=True)
+
+    async def _always(self, workspace: Workspace, proposal: Proposal,
+                      answer: asyncio.Future[Answer]) -> Answer:
+        """Save the allow rule, then run; when it cannot be saved, say why and ask again."""
+        try:
+            _, path = await workspace.layers.always(proposal.language, proposal.code,
+                                                    "command")
+        except SettingsError as exc:
+            self.server.show_text(str(exc), error=True)
+            return await self.ask(proposal, answer)
+        what = f"`{proposal.command}` commands" if proposal.command else "this exact code"
+        self.server.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Info, message=f"oi-lsp: from now on {what} run without "
+            f"asking in this workspace (rule saved in {path})."))
+        return Answer("run")
 
     async def _box(self, text: str, actions: list[str],
                    answer: asyncio.Future[Answer]) -> str | Answer | None:

@@ -19,6 +19,7 @@ from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace
 from ..protocol import (
     ApproveParams,
+    ApproveResult,
     ChatParams,
     CommandTarget,
     ConfigureParams,
@@ -152,16 +153,23 @@ async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
 
 
 @SERVER.feature(protocol.APPROVE)
-def approve(ls: OIServer, params: Any) -> dict[str, Any]:
+async def approve(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ApproveParams, params)
     workspace = None
     if p.workspace:
         workspace = _workspace(ls, p).uri
+    result = ApproveResult()
     try:
+        if p.always is not None:  # the rule first: when it cannot be saved, nothing runs
+            owner, language, code = ls.approvals.proposal(p.proposal_id, workspace)
+            with refusals():
+                rule, path = await ls.workspaces.get(owner).layers.always(language, code,
+                                                                          p.always)
+            result = ApproveResult(rule=rule, file=str(path))
         ls.approvals.answer(p.proposal_id, Answer(p.decision, p.code), workspace)
     except (UnknownProposal, WrongDecision) as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
-    return OkResult().wire()
+    return result.wire()
 
 
 @SERVER.feature(protocol.EXECUTE)

@@ -1,8 +1,10 @@
 """Whether to run what the model proposes, asked in the terminal (for `oi-lsp chat`).
 
 A proposal is shown at once as a panel with its risk; then, unless it runs by itself, the user
-answers y/n/e/a (or, with no terminal, the turn ends with the reason). [e]dit opens $VISUAL or
-$EDITOR, or reads the code inline. The answer goes to the server as oi/approve.
+answers y/n/e/c/a (or, with no terminal, the turn ends with the reason). [e]dit opens $VISUAL or
+$EDITOR, or reads the code inline; [c] runs it and has the server save a rule that runs this
+command (its first word, else this exact code) without asking in this folder; [a] auto-runs
+everything until oi-lsp chat exits. The answer goes to the server as oi/approve.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .terminal import restore_mode, save_mode
 if TYPE_CHECKING:
     from .state import ChatState
 
-ASK = "Run? [y]es / [n]o / [e]dit / [a]lways: "
+ASK = "Run? [y]es / [n]o / [e]dit / [c] {always} / [a]lways (everything): "
 ASK_OUTSIDE = ("Run it once OUTSIDE the sandbox (a fresh process, without the REPL's "
                "variables)? [o]utside / [n]o: ")
 NEEDS_Y = ("Not run: there is no terminal to ask whether to run this code. Pass -y "
@@ -80,8 +82,10 @@ class Approval:
 
     async def _ask(self, p: dict[str, Any]) -> None:
         state = self.state
+        command = p.get("command")
+        ask = ASK.format(always=f"always `{command}`" if command else "always this code")
         while True:
-            answer = await state.prompt(ASK)
+            answer = await state.prompt(ask)
             if answer is None:  # Ctrl-C (the turn is being stopped) or Ctrl-D
                 if not state.stopping:
                     await state.stop()
@@ -92,6 +96,9 @@ class Approval:
             elif choice == "n":
                 await self._approve(p, "skip")
                 state.ui.note("skipped")
+            elif choice == "c":
+                if not await self._always_command(p, command):
+                    continue  # refused (an untrusted folder): the proposal still waits
             elif choice == "a":
                 await state.configure({"autoRun": True})
                 state.always = True
@@ -105,7 +112,7 @@ class Approval:
                 else:
                     await self._approve(p, "edit", code=edited)
             else:
-                state.ui.note("Answer y, n, e or a.")
+                state.ui.note("Answer y, n, e, c or a.")
                 continue
             return
 
@@ -122,6 +129,24 @@ class Approval:
                 await self._approve(p, "outside" if choice == "o" else "skip")
                 return
             state.ui.note("Answer o or n.")
+
+    async def _always_command(self, p: dict[str, Any], command: str | None) -> bool:
+        """Run it and save the rule; False when the server refused (nothing ran)."""
+        from pygls.exceptions import JsonRpcException
+
+        try:
+            result = await self.state.client.approve(
+                p["proposalId"], "run", workspace=self.state.workspace, always="command")
+        except JsonRpcException as exc:
+            if exc.code != protocol.REQUEST_FAILED:  # the turn was stopped: the id is gone
+                self.state.ui.note(f"(not sent: {exc.message})")
+                return True
+            self.state.ui.error(f"Not saved: {exc.message}")
+            return False
+        what = f"`{command}` commands" if command else "this exact code"
+        self.state.ui.note(f"From now on {what} run without asking in this folder (rule "
+                           f"saved in {result.get('file')}).")
+        return True
 
     async def _approve(self, p: dict[str, Any], decision: str, **extra: Any) -> None:
         from pygls.exceptions import JsonRpcException

@@ -58,7 +58,7 @@ async function firstRun() {
     assert.equal(done.stopReason, "end_turn");
     assert.match(toolText(state), /hello from node/);
     assert.match(texts(state, "agent_message_chunk"), /Done hello\./);
-    assert.deepEqual(state.asked[0].options.map((o) => o.kind), ["allow_once", "allow_always", "reject_once"]);
+    assert.deepEqual(state.asked[0].options.map((o) => o.kind), ["allow_once", "allow_always", "allow_always", "reject_once"]);
     assert.equal(state.updates.find((u) => u.sessionUpdate === "tool_call").kind, "execute");
     assert.deepEqual(finals(state), ["completed"]);
 

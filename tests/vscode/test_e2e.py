@@ -214,7 +214,8 @@ def test_run_shows_output_and_the_repl_persists(vscode: tuple[Workbench, Path],
     wb("chatSend", text="set x")
     wb("chatWait", selector=".oi-proposal .oi-actions")
     assert [b for b in wb("chatEval", expression="""[...document.querySelectorAll(
-        '.oi-actions')].pop().innerText""").split("\n") if b] == ["Run", "Skip", "Edit"]
+        '.oi-actions')].pop().innerText""").split("\n") if b] == [
+        "Run", "Skip", "Edit", "Always this code"]  # trusted (trust is off in these tests)
     wb.shot("proposal")
     wb.answer("run")
     wb.wait_output("x is 42")

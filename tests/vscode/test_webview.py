@@ -81,7 +81,7 @@ async def test_recorded_turns_render_and_answer(client: OIClient, model: ModelSe
                   historyScreenshot=str(ARTIFACTS / "vscode-webview-history.png"))
 
     # The page answered through its buttons what the recorded session answered.
-    assert report["buttons"] == ["Run", "Skip", "Edit"]
+    assert report["buttons"] == ["Run", "Skip", "Edit", "Always this code"]
     approvals = [m for m in report["posted"] if m["type"] == "approve"]
     assert [(m["decision"], m.get("code")) for m in approvals] == [
         ("run", None), ("edit", "print('as edited')")]
@@ -113,6 +113,34 @@ async def test_recorded_turns_render_and_answer(client: OIClient, model: ModelSe
     assert live["statusHidden"]
     assert [c["note"] for c in report["history"]["codes"]] == ["ran", "ran, edited"]
     assert report["history"]["users"] == ["show me an image", "print something"]
+
+
+async def test_always_for_this_command_button(client: OIClient, model: ModelServer,
+                                             workspace: Path, built_extension: Path,
+                                             playwright_env: dict[str, str],
+                                             tmp_path: Path) -> None:
+    model.script(ms.tool("shell", "echo one"), ms.tool("shell", "echo two"), ms.text("Done."))
+    chat = asyncio.create_task(client.chat("echo twice"))
+    proposal = await next_proposal(client, timeout=120)
+    assert proposal["command"] == "echo"
+    await client.approve(proposal["proposalId"], "run", always="command")
+    assert (await chat)["status"] == "done"
+
+    shots = ARTIFACTS / "assistant"
+    shots.mkdir(parents=True, exist_ok=True)
+    report = page(built_extension, playwright_env, tmp_path, mode="replay",
+                  notifications=client.notifications,
+                  folders=[{"uri": to_uri(workspace), "name": "ws"}],
+                  decisions=[{"decision": "always"}],
+                  proposalScreenshot=str(shots / "vscode-always-buttons.png"),
+                  screenshot=str(shots / "vscode-always-for-this-command.png"))
+    assert report["buttons"] == ["Run", "Skip", "Edit", "Always `echo`"]
+    approvals = [m for m in report["posted"] if m["type"] == "approve"]
+    assert approvals == [{"type": "approve", "proposalId": proposal["proposalId"],
+                          "decision": "run", "always": "command"}]
+    first, second = report["live"]["codes"]
+    assert first["always"] == "From now on `echo` commands run here without asking."
+    assert (first["note"], second["note"]) == ("ran", "auto-run")
 
 
 def test_input_enter_shift_enter_and_history(built_extension: Path,

@@ -55,7 +55,7 @@ try {
             const message = router.notification(method, params);
             if (!message) continue;
             await post(message);
-            if (message.type !== 'proposal') continue;
+            if (message.type !== 'proposal' || message.proposal.autoRun) continue;
             // Answer the proposal the way the recorded session did, through the page's buttons.
             const id = message.proposal.proposalId;
             const box = page.locator(`[data-proposal-id="${id}"]`);
@@ -63,11 +63,16 @@ try {
             const buttons = await box.locator('.oi-actions button').allTextContents();
             report.buttons = report.buttons ?? buttons;
             (report.everyButtons ??= []).push(buttons);
+            if (input.proposalScreenshot && !report.proposalShot) {
+                report.proposalShot = true;
+                await page.screenshot({ path: input.proposalScreenshot, fullPage: true });
+            }
             if (d.decision === 'edit') {
                 await box.locator('button.oi-edit').click();
                 await box.locator('textarea.oi-edit-area').fill(d.code);
                 await box.locator('button.oi-run-edited').click();
             } else {
+                // 'always': the "Always `<command>`" button (run, and save an allow rule).
                 await box.locator(`button.oi-${d.decision}`).click();
             }
         }
@@ -123,6 +128,7 @@ function snapshot() {
             language: e.dataset.language, code: e.querySelector('.oi-source code')?.textContent,
             note: e.querySelector('.oi-note')?.textContent ?? null, actions: !!e.querySelector('.oi-actions'),
             risk: e.querySelector('.oi-risk')?.textContent ?? null,
+            always: e.querySelector('.oi-always-note')?.textContent ?? null,
             output: e.querySelector('details.oi-output pre')?.textContent ?? null,
             outputOpen: e.querySelector('details.oi-output')?.open ?? null,
             images: [...e.querySelectorAll('img.oi-image')].map((i) => ({ src: i.src.slice(0, 30), width: i.naturalWidth })),

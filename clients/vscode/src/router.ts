@@ -25,7 +25,7 @@ export type ToWebview =
 export type FromWebview =
     | { type: 'ready' }
     | { type: 'send'; text: string }
-    | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit' | 'outside'; code?: string }
+    | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit' | 'outside'; code?: string; always?: 'command' }
     | { type: 'stop' }
     | { type: 'reset' }
     | { type: 'switchFolder'; uri: string };
@@ -142,6 +142,7 @@ export class Router {
                 this.pending.delete(message.proposalId);
                 const params: Record<string, unknown> = { proposalId: message.proposalId, decision: message.decision, ...workspace };
                 if (message.decision === 'edit') params.code = message.code ?? '';
+                if (message.decision === 'run' && message.always === 'command') params.always = 'command';
                 return { method: 'oi/approve', params };
             }
             case 'stop': return { method: 'oi/stop', params: workspace };

@@ -12,6 +12,8 @@ export interface ServerSettings {
     apiBase?: string;
     apiKey?: string;
     autoRun: boolean;
+    /** docs/protocol.md, Approval rules: checked by the server, which names a bad rule. */
+    autoRunRules?: unknown[];
     executionTimeout?: number;
     /** False in a workspace the user has not trusted: the server then never auto-runs. */
     trusted: boolean;
@@ -35,6 +37,8 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     if (typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0) {
         settings.executionTimeout = timeout;
     }
+    const rules = config.get<unknown>('autoRunRules');
+    if (Array.isArray(rules) && rules.length > 0) settings.autoRunRules = rules;
     if (apiKey) settings.apiKey = apiKey;
     return settings;
 }

@@ -1,9 +1,10 @@
--- Proposals: shown in the chat with [r]un [s]kip [e]dit [a]lways, answered with oi/approve.
--- A run the sandbox blocked is offered [o]utside (once, outside the sandbox) [s]kip instead.
+-- Proposals: shown in the chat with [r]un [s]kip [e]dit [c] always for this command [a]lways,
+-- answered with oi/approve. A run the sandbox blocked is offered [o]utside (once, outside the
+-- sandbox) [s]kip instead.
 local M = {}
 
 local pending = {} -- root -> { proposal, mark }
-local KEYS = { r = "run", s = "skip", e = "edit", a = "always" }
+local KEYS = { r = "run", s = "skip", e = "edit", c = "command", a = "always" }
 local BLOCKED_KEYS = { o = "outside", s = "skip" }
 
 -- The filetype of a language's code (the server's names and aliases, see oi/languages).
@@ -22,6 +23,26 @@ local function unmap(root)
   pcall(vim.keymap.del, "n", "o", { buffer = buf })
 end
 
+-- The answers; [c] names the command an "always" rule would allow (else the exact code).
+local function choices(p)
+  local always = p.command and ("[c] always `%s`"):format(p.command) or "[c] always this code"
+  return ("[r]un  [s]kip  [e]dit  %s  [a]lways"):format(always)
+end
+
+local function map(root, keys)
+  local chat = require("oi.chat")
+  local buf = chat.buffer(root)
+  for key, action in pairs(keys) do
+    vim.keymap.set("n", key, function()
+      -- While the user types a message the keys keep their meaning (a appends, s substitutes).
+      if chat.typing(root) then
+        return vim.api.nvim_feedkeys(vim.v.count > 0 and (vim.v.count .. key) or key, "n", false)
+      end
+      M[action](root)
+    end, { buffer = buf, nowait = true, desc = "oi: " .. action .. " the proposal" })
+  end
+end
+
 function M.on_proposal(root, p)
   local chat = require("oi.chat")
   chat.code_block(root, p.language, p.code)
@@ -33,24 +54,13 @@ function M.on_proposal(root, p)
     chat.put(root, "_(auto-run)_")
     return
   end
-  local keys = KEYS
   if p.sandboxBlocked then -- it ran confined and was blocked: only the user lets it out, once
-    keys = BLOCKED_KEYS
     chat.put(root, "[o]utside the sandbox, once (a fresh process, without the REPL's variables)  [s]kip")
   else
-    chat.put(root, "[r]un  [s]kip  [e]dit  [a]lways")
+    chat.put(root, choices(p))
   end
   pending[root] = { proposal = p, mark = chat.mark_last(root) }
-  local buf = chat.buffer(root)
-  for key, action in pairs(keys) do
-    vim.keymap.set("n", key, function()
-      -- While the user types a message the keys keep their meaning (a appends, s substitutes).
-      if chat.typing(root) then
-        return vim.api.nvim_feedkeys(vim.v.count > 0 and (vim.v.count .. key) or key, "n", false)
-      end
-      M[action](root)
-    end, { buffer = buf, nowait = true, desc = "oi: " .. action .. " the proposal" })
-  end
+  map(root, p.sandboxBlocked and BLOCKED_KEYS or KEYS)
   if require("oi").config.notify_hidden and not chat.visible(root) then
     vim.notify(("oi: the model wants to run %s code (:OIChat to answer)"):format(p.language),
       vim.log.levels.WARN)
@@ -114,6 +124,36 @@ function M.edit(root)
       end)
     end
   end })
+end
+
+--- Run this proposal, and have the server save a rule (in the workspace's .oi/profile.yaml)
+--- that runs this command (its first word, else this exact code) without asking from now on.
+function M.command(root)
+  local entry = pending[root]
+  if not entry then return vim.notify("oi: no proposal is waiting", vim.log.levels.WARN) end
+  local p = entry.proposal
+  local what = p.command and ("`%s` commands"):format(p.command) or "this exact code"
+  if vim.fn.confirm(("Always run %s in this workspace without asking?"):format(what),
+      "&Yes\n&No", 2) ~= 1 then
+    return
+  end
+  pending[root] = nil
+  unmap(root)
+  local chat = require("oi.chat")
+  chat.set_marked(root, entry.mark, "_→ run, and always " .. what .. "_")
+  require("oi.client").request(root, "oi/approve",
+    { proposalId = p.proposalId, decision = "run", always = "command" },
+    function(res)
+      vim.notify(("oi: %s now run without asking here (rule saved in %s)"):format(what, res.file))
+    end,
+    function(err) -- refused (an untrusted workspace): nothing ran, the proposal still waits
+      chat.error(root, "oi/approve: " .. (err.message or vim.inspect(err)))
+      if pending[root] == nil then
+        chat.put(root, choices(p))
+        pending[root] = { proposal = p, mark = chat.mark_last(root) }
+        map(root, KEYS)
+      end
+    end)
 end
 
 --- Turn auto-run on for this workspace (after a confirmation) and run this proposal.

@@ -38,6 +38,8 @@ test('view actions become oi/* requests for the current folder', () => {
         { method: 'oi/approve', params: { proposalId: 'p', decision: 'edit', code: 'x = 2', workspace: A } });
     assert.deepEqual(router.request({ type: 'approve', proposalId: 'p', decision: 'run' }),
         { method: 'oi/approve', params: { proposalId: 'p', decision: 'run', workspace: A } });
+    assert.deepEqual(router.request({ type: 'approve', proposalId: 'p', decision: 'run', always: 'command' }),
+        { method: 'oi/approve', params: { proposalId: 'p', decision: 'run', always: 'command', workspace: A } });
     router.switchTo(B);
     assert.deepEqual(router.request({ type: 'stop' }), { method: 'oi/stop', params: { workspace: B } });
     assert.deepEqual(router.request({ type: 'reset' }), { method: 'oi/reset', params: { workspace: B } });

@@ -19,6 +19,13 @@ test('the oi settings reach the server with the API key, empty values left out',
         { autoRun: false, trusted: true });
 });
 
+test('approval rules reach the server as they are (it checks them); none, nothing sent', () => {
+    const rules = [{ language: 'shell', pattern: '^git status$', action: 'allow' }, { pattern: 'rm', action: 'deny' }];
+    assert.deepEqual(serverSettings(config({ autoRunRules: rules }), true).autoRunRules, rules);
+    assert.equal('autoRunRules' in serverSettings(config({ autoRunRules: [] }), true), false);
+    assert.equal('autoRunRules' in serverSettings(config({ autoRunRules: 'x' }), true), false);
+});
+
 test('an untrusted workspace says so and never auto-runs', () => {
     assert.deepEqual(serverSettings(config({ autoRun: true }), false), { autoRun: false, trusted: false });
     assert.equal(autoRunAllowed(false), false);

@@ -26,7 +26,7 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 type Chunk = { turnId?: string; role?: string; type?: string; format?: string; content?: string; start?: boolean; end?: boolean };
 type Risk = { level: 'low' | 'medium' | 'high'; reasons: string[] };
-type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk; sandboxBlocked?: string };
+type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk; sandboxBlocked?: string; command?: string };
 type Message = { role: string; type: string; format?: string; content: string; turnId?: string };
 
 const vscode = acquireVsCodeApi();
@@ -80,6 +80,8 @@ const open = new Map<string, Block>();
 let lastCode: HTMLElement | undefined;
 /** Answered proposals waiting for the confirmation chunk of what ran, by turn. */
 const awaitingRun = new Map<string, HTMLElement>();
+// The current folder is trusted: only then can "always for this command" save its rule.
+let trustedFolder = true;
 const pendingRender = new Set<Block>();
 let renderTimer: number | undefined;
 
@@ -258,8 +260,11 @@ function proposal(p: Proposal): void {
         return;
     }
     const actions = el('div', 'oi-actions');
-    const decide = (decision: 'run' | 'skip' | 'edit' | 'outside', code?: string): void => {
-        vscode.postMessage({ type: 'approve', proposalId: p.proposalId, decision, code });
+    // "Always for this command": the server saves an allow rule for its first word (else for
+    // this exact code) in the folder's .oi/profile.yaml, and runs it.
+    const always = p.command ? `Always \`${p.command}\`` : 'Always this code';
+    const decide = (decision: 'run' | 'skip' | 'edit' | 'outside', code?: string, remember?: 'command'): void => {
+        vscode.postMessage({ type: 'approve', proposalId: p.proposalId, decision, code, ...(remember ? { always: remember } : {}) });
         if (decision === 'skip') {
             box.classList.add('oi-skipped');
             answered(box, 'skipped');
@@ -271,6 +276,11 @@ function proposal(p: Proposal): void {
             }
             answered(box, decision === 'edit' ? 'edited, running'
                 : decision === 'outside' ? 'running outside the sandbox' : 'running');
+            if (remember) {
+                box.append(el('div', 'oi-always-note', p.command
+                    ? `From now on \`${p.command}\` commands run here without asking.`
+                    : 'From now on this exact code runs here without asking.'));
+            }
             awaitingRun.set(p.turnId, box);
         }
     };
@@ -303,6 +313,13 @@ function proposal(p: Proposal): void {
         button('oi-skip', 'Skip', () => decide('skip')),
         button('oi-edit', 'Edit', edit),
     );
+    if (trustedFolder) {
+        const b = button('oi-always', always, () => decide('run', undefined, 'command'));
+        b.title = p.command
+            ? `Run it, and from now on run \`${p.command} ...\` commands in this folder without asking (a rule in .oi/profile.yaml)`
+            : 'Run it, and from now on run this exact code in this folder without asking (a rule in .oi/profile.yaml)';
+        actions.append(b);
+    }
     box.append(actions);
     scrollDown();
 }
@@ -399,6 +416,7 @@ function folders(m: { folders: { uri: string; name: string }[]; current?: string
     }));
     folderSelect.disabled = m.folders.length < 2;
     $('oi-header').hidden = m.folders.length === 0;
+    trustedFolder = m.trusted;
     $('oi-trust').textContent = m.trusted ? (m.autoRun ? ' · auto-run on' : '') : ' · restricted mode: auto-run off';
 }
 
