@@ -12,6 +12,7 @@ from oi_lsp.client import OIClient
 from oi_lsp.core import risk
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
+from tests.hardening import record
 from tests.modelserver import ModelServer
 
 
@@ -208,6 +209,15 @@ BENIGN = [
 def test_everyday_code_stays_low(language: str, code: str, workspace: Path) -> None:
     found = risk.assess(code, workspace, restricted=False, language=language)
     assert found.level == "low" and found.reasons == [], (code, found)
+
+
+def test_battery_figures(workspace: Path) -> None:
+    high = sum(risk.assess(code, workspace, False, language).level == "high"
+               for language, code, _ in BATTERY)
+    low = sum(risk.assess(code, workspace, False, language).level == "low"
+              for language, code in BENIGN)
+    assert (high, low) == (len(BATTERY), len(BENIGN))
+    record("risk", battery=len(BATTERY), battery_high=high, benign=len(BENIGN), benign_low=low)
 
 
 def test_paths_inside_the_workspace_are_fine(workspace: Path) -> None:

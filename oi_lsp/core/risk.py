@@ -224,22 +224,27 @@ def _structure(code: str, language: str | None) -> tuple[bool, list[risk_shell.F
 
 def _paths(risk: Risk, code: str, workspace: Path, restricted: bool) -> None:
     """Paths outside the workspace that the code writes (or, when restricted, mentions)."""
-    for line in code.splitlines():
-        writes = bool(_WRITE.search(line))
-        for match in _PATH.finditer(line):
-            raw = match.group(1)
-            target = writes or bool(_REDIRECT.search(line[:match.start()]))
-            if not (restricted or target) or _harmless(raw):
-                continue
-            path = Path(raw).expanduser()
-            if not path.is_absolute():
-                path = workspace / path
-            if _inside(path, workspace):
-                continue
-            if target:
-                raise_to(risk, "high", f"may write outside the workspace ({raw})")
-            else:
-                raise_to(risk, "high", f"uses a path outside the workspace ({raw})")
+    writes: dict[int, bool] = {}  # by the start of the line: whether the line writes
+    for match in _PATH.finditer(code):  # one pass over the text, not one per line
+        raw = match.group(1)
+        if _harmless(raw):
+            continue
+        start = code.rfind("\n", 0, match.start()) + 1
+        if start not in writes:
+            end = code.find("\n", match.end())
+            writes[start] = bool(_WRITE.search(code, start, len(code) if end < 0 else end))
+        target = writes[start] or bool(_REDIRECT.search(code[start:match.start()]))
+        if not (restricted or target):
+            continue
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = workspace / path
+        if _inside(path, workspace):
+            continue
+        if target:
+            raise_to(risk, "high", f"may write outside the workspace ({raw})")
+        else:
+            raise_to(risk, "high", f"uses a path outside the workspace ({raw})")
 
 
 def _harmless(raw: str) -> bool:

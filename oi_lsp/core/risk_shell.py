@@ -1,17 +1,18 @@
 """The risk check's view of shell commands: words as the shell would see them, not as typed.
 
-Tokenized with the standard library's shlex (POSIX rules: quotes and backslashes removed, so
-`r''m -rf` is `rm -rf`), split into pipelines and simple commands at the shell's operators, with
-command substitutions looked into. Not a full shell parser: bashlex, the one on PyPI, is
-unmaintained since 2023 and gives up on much of what bash accepts, where shlex reads anything
-and a check may only ever add caution.
+Tokenized as POSIX shells do (quotes and backslashes removed, so `r''m -rf` is `rm -rf`), split
+into pipelines and simple commands at the shell's operators, with command substitutions and
+`sh -c` strings looked into. Not a full shell parser: bashlex, the one on PyPI, is unmaintained
+since 2023 and gives up on much of what bash accepts, where a check must read anything and may
+only ever add caution. The tokenizer is one regex rather than the standard library's shlex,
+which gives the same words for what is checked here but reads a character at a time in Python
+(a fifth of the time on a 2000-line script).
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Iterator
 
 from ..protocol import RiskLevel
@@ -42,15 +43,36 @@ _SCRATCH = re.compile(r"(?:build|_build|dist|out|target|node_modules|__pycache__
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
 
 
+# A shell word (unquoted runs, quoted strings and escapes, glued together), an operator, or a
+# comment; one regex pass in C instead of shlex's character-at-a-time Python loop.
+_TOKEN = re.compile(r"""(?P<comment>(?<![^\s;&|()<>])\#[^\n]*)"""
+                    r"""|(?P<word>(?:[^\s'"\\;&|()<>`]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.|`[^`]*`)+)"""
+                    r"""|(?P<op>\|\||&&|;;|\|&|>>|[;&|()<>\n])|(?P<stray>['"`\\])""")
+_QUOTED = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""", re.S)
+
+
+def _unquote(match: re.Match[str]) -> str:
+    single, double, escaped = match.groups()
+    if single is not None:
+        return single
+    if double is not None:
+        return re.sub(r"\\(.)", r"\1", double, flags=re.S)
+    return escaped or ""
+
+
 def words(text: str) -> list[str]:
-    """The shell words and operators of `text`; newlines are kept as separators."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>\n")
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    try:
-        return list(lexer)
-    except ValueError:  # an unclosed quote: the words as typed
-        return text.replace("\n", " \n ").split(" ")
+    """The shell words of `text` as the shell would see them (quotes and backslashes removed:
+    `r''m` is `rm`), and its operators; newlines are kept as separators."""
+    tokens = []
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup
+        if kind == "word":
+            word = match.group()
+            tokens.append(_QUOTED.sub(_unquote, word) if "'" in word or '"' in word
+                          or "\\" in word else word)
+        elif kind == "op":
+            tokens.append(match.group())
+    return tokens
 
 
 def pipelines(tokens: list[str]) -> Iterator[list[list[str]]]:
@@ -88,16 +110,25 @@ def argv(command: list[str]) -> list[str]:
 
 
 # A logical line is only tokenized when, quotes and backslashes removed, it names a command
-# the checks below look at, or the home folder (shlex reads a character at a time, in Python).
-_TRIGGER = re.compile(r"\b(?:" + "|".join(sorted(
-    _CHANGERS | INTERPRETERS | {"eval", "source", "exec", "sudo", "doas"})) +
-    r")\b|~|\$\{?HOME|^\s*\.\s", re.M)
+# the checks below look at, or the home folder. (Words by str.split after str.translate, both
+# in C: a regex of the names with \b tries its alternation at every character.)
+_TRIGGERS = frozenset(_CHANGERS | INTERPRETERS | {"eval", "source", "exec", "sudo", "doas"})
+_APART = str.maketrans({c: " " for c in ";&|()<>`{}=$!"} | {"'": None, '"': None, "\\": None})
 _CONTINUED = re.compile(r"(?:\\|\||&&|\|\|)\s*$")
+
+
+def _triggered(text: str) -> bool:
+    if "~" in text or "HOME" in text or text.lstrip().startswith(". ") or "\n. " in text:
+        return True
+    return any(word.rsplit("/", 1)[-1] in _TRIGGERS
+               for word in set(text.translate(_APART).split()))
 
 
 def relevant(text: str) -> str:
     r"""`text` with the logical lines no check can flag left out (a line continued with `\`,
     `|`, `&&` or an open quote is one with the next)."""
+    if not _triggered(text):
+        return ""  # the common case: nothing to look at
     kept: list[str] = []
     logical: list[str] = []
     for line in text.split("\n"):
@@ -106,8 +137,7 @@ def relevant(text: str) -> str:
         open_quote = joined.count("'") % 2 or joined.count('"') % 2
         if _CONTINUED.search(line) or (open_quote and len(logical) < 50):
             continue
-        bare = joined.replace("'", "").replace('"', "").replace("\\", "")
-        if _TRIGGER.search(bare):
+        if _triggered(joined):
             kept.append(joined)
         logical = []
     if logical:
