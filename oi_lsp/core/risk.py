@@ -10,6 +10,7 @@ semgrep is installed.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import json
 import os
@@ -31,42 +32,45 @@ _CMD = r"""(?:^|[;&|(`]\s*|\bsudo\s+|["'])"""
 # (needles, pattern, level, reason). Patterns look at shell commands and at Python calls alike.
 # A pattern is only tried on code that holds one of its needles: `in` is about a hundred times
 # faster than a search starting with \b or an alternation, which re tries at every position.
+# What a pattern looks for after a command's name it looks for within 2,000 characters of the
+# same command: unbounded, a line of thousands of `curl`s took a minute.
 _RAW_RULES: list[tuple[tuple[str, ...], str, RiskLevel, str]] = [
     (("chmod", "chown", "chgrp"),
      r"\bch(?:mod|own|grp)\s+(?:-\w+\s+)*(?:-[a-zA-Z]*R|--recursive)", "high",
      "changes permissions or owners recursively"),
-    (("dd",), r"\bdd\s+[^\n]*\bof=", "high", "writes raw data to a device or file (dd)"),
+    (("dd",), r"\bdd\s+[^\n|;&]{0,2000}\bof=", "high", "writes raw data to a device or file (dd)"),
     (("mkfs", "fdisk", "parted", "wipefs"),
      _CMD + r"(?:mkfs(?:\.\w+)?|fdisk|sfdisk|parted|wipefs)\b", "high",
      "formats or partitions a disk"),
     (("curl", "wget", "DownloadString"),
-     r"\b(?:curl|wget)\b[^\n|]*\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b|"
-     r"\b(?:ba)?sh\s+<\(\s*(?:curl|wget)\b|\biex\b[^\n]*\bDownloadString\b", "high",
+     r"\b(?:curl|wget)\b[^\n|]{0,2000}\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b|"
+     r"\b(?:ba)?sh\s+<\(\s*(?:curl|wget)\b|\biex\b[^\n|;&]{0,2000}\bDownloadString\b", "high",
      "runs a script straight from the internet (curl | sh)"),
     (("shutdown", "reboot", "poweroff", "halt", "init", "Stop-Computer", "Restart-Computer"),
      _CMD + r"(?:shutdown|reboot|poweroff|halt)\b|\binit\s+[06]\b|"
      r"\bsystemctl\s+(?:reboot|poweroff|halt)\b|\bStop-Computer\b|\bRestart-Computer\b",
      "high", "shuts down or reboots the machine"),
-    (("()",), r"(\b\w+|:)\s*\(\)\s*\{[^}]*?(?<![\w:])\1\s*\|\s*\1\s*&", "high", "a fork bomb"),
+    (("()",), r"(\b\w+|:)\s*\(\)\s*\{[^}]{0,200}?(?<![\w:])\1\s*\|\s*\1\s*&", "high",
+     "a fork bomb"),  # bounded: `f() {` thousands of times must not take seconds
     (("<(",), r"\b(?:source|\.|(?:ba|z|da|k)?sh)\s+<\(\s*(?:curl|wget)\b", "high",
      "runs a script straight from the internet (curl | sh)"),
     (("rmSync", "rmdirSync", "rm(", "rmdir(", "FileUtils", "rimraf", "unlink(", "Remove-Item"),
-     r"\b(?:fs\.(?:promises\.)?)?(?:rmSync|rmdirSync|rm|rmdir)\s*\([^;\n]*"
+     r"\b(?:fs\.(?:promises\.)?)?(?:rmSync|rmdirSync|rm|rmdir)\s*\([^;\n]{0,2000}"
      r"recursive\s*:\s*true|\bFileUtils\.(?:rm_rf|rm_r|remove_dir|remove_entry\w*|rmtree)\b|"
-     r"\brimraf\b|\bunlink\([^)\n]*recursive\s*=\s*(?:TRUE|T)\b|"
-     r"\bRemove-Item\b[^\n]*-Recurse", "high", "deletes a directory tree"),
+     r"\brimraf\b|\bunlink\([^)\n]{0,2000}recursive\s*=\s*(?:TRUE|T)\b|"
+     r"\bRemove-Item\b[^\n|;&]{0,2000}-Recurse", "high", "deletes a directory tree"),
     (("homedir", "HOME", "Dir.home", "path.expand", "Path.home", "USERPROFILE", "expanduser"),
      r"(?:\.homedir\(\)|process\.env\.HOME\b|\bDir\.home\b|ENV\[[\"']HOME|"
      r"Sys\.getenv\([\"']HOME|path\.expand\([\"']~|Path\.home\(\)|\$env:USERPROFILE|"
-     r"expanduser\([\"']~[/\\]?[\"']\))[^\n]*?"
+     r"expanduser\([\"']~[/\\]?[\"']\))[^\n]{0,2000}?"
      r"(?:rm|rmSync|rmdirSync|rm_rf|rm_r|unlink|rmtree|remove|delete|rename|move|chmod)\b|"
-     r"\b(?:rm|rmSync|rmdirSync|rm_rf|rm_r|rmtree|Remove-Item)\b[^\n]*?(?:\.homedir\(\)|"
+     r"\b(?:rm|rmSync|rmdirSync|rm_rf|rm_r|rmtree|Remove-Item)\b[^\n]{0,2000}?(?:\.homedir\(\)|"
      r"process\.env\.HOME\b|\bDir\.home\b|ENV\[[\"']HOME|Path\.home\(\)|\$env:USERPROFILE)",
      "high", "deletes or moves in the home folder"),
     (("curl", "wget", "nc", "scp", "rsync"),
-     r"\bcurl\b[^\n]*\s(?:-[dF]\s*\S*@|--data(?:-binary|-urlencode|-raw)?[= ]\S*@|-T\s|"
-     r"--upload-file)|\bwget\b[^\n]*--(?:post|body)-file|\b(?:nc|ncat|netcat)\b[^\n]*<\s*\S|"
-     r"\bscp\b[^\n]*\s\S+:|\brsync\b[^\n]*\s\S+:\S*\s*$", "high",
+     r"\bcurl\b[^\n|;&]{0,2000}\s(?:-[dF]\s*\S*@|--data(?:-binary|-urlencode|-raw)?[= ]\S*@|-T\s|"
+     r"--upload-file)|\bwget\b[^\n|;&]{0,2000}--(?:post|body)-file|\b(?:nc|ncat|netcat)\b[^\n|;&]{0,2000}<\s*\S|"
+     r"\bscp\b[^\n|;&]{0,2000}\s\S+:|\brsync\b[^\n|;&]{0,2000}\s\S+:\S*\s*$", "high",
      "sends files over the network"),
     (("sudo", "doas"), r"\bsudo\b|\bdoas\b", "high", "runs a command as root (sudo)"),
     (("/dev/",), r">\s*/dev/(?:sd[a-z]|nvme\d|hd[a-z]|disk\d|mmcblk\d)", "high",
@@ -78,11 +82,11 @@ _RAW_RULES: list[tuple[tuple[str, ...], str, RiskLevel, str]] = [
      r"\b(?:apt(?:-get)?|dnf|yum|brew|pacman|apk|zypper)\s+(?:-\S+\s+)*(?:install|add|-S)\b|"
      r"\binstall\.packages\(|%pip\s+install\b", "medium", "installs packages"),
     (("curl", "scp", "rsync", "ftp", "urlopen", "requests.", "httpx.", "nc"),
-     r"\bcurl\b[^\n]*\s(?:-d|--data\S*|-F|--form|-T|--upload-file)\b|\bscp\b|"
-     r"\brsync\b[^\n]*\S:|\bsftp\b|\bftp\s|\burlopen\([^)\n]*data\s*=|"
+     r"\bcurl\b[^\n|;&]{0,2000}\s(?:-d|--data\S*|-F|--form|-T|--upload-file)\b|\bscp\b|"
+     r"\brsync\b[^\n|;&]{0,2000}\S:|\bsftp\b|\bftp\s|\burlopen\([^)\n]{0,2000}data\s*=|"
      r"requests\.(?:post|put|patch)\(|httpx\.(?:post|put|patch)\(|\bnc\s+\S+\s+\d+",
      "medium", "sends data over the network"),
-    (("git",), r"\bgit\s+push\b[^\n]*(?:--force|\s-f)\b|\bgit\s+reset\s+--hard\b|"
+    (("git",), r"\bgit\s+push\b[^\n|;&]{0,2000}(?:--force|\s-f)\b|\bgit\s+reset\s+--hard\b|"
      r"\bgit\s+clean\s+-[a-z]*f", "medium", "rewrites or discards git history or files"),
     (("remove", "unlink", "rmdir", "Remove-Item"),
      r"\bos\.(?:remove|unlink|rmdir)\(|\.unlink\(|\bRemove-Item\b|\bunlink\(",
@@ -106,14 +110,14 @@ _STARTUP = re.compile(
     r"inputrc)\b|config/fish/config\.fish|\bauthorized_keys\b|\.config/autostart|"
     r"\bLaunchAgents\b|/etc/cron|\bsystemd/user\b")
 _WRITES_ANY = re.compile(
-    r""">>?|\btee\b|\bopen\([^)]*['"][rbt+]*[wax]|\.write(?:_text|_bytes|lines)?\(|"""
+    r""">>?|\btee\b|\bopen\([^)]{0,2000}['"][rbt+]*[wax]|\.write(?:_text|_bytes|lines)?\(|"""
     r"""\b(?:appendFile|writeFile|appendFileSync|writeFileSync)\b|\bFile\.(?:write|open)\b|"""
     r"""\b(?:cp|mv|ln|install|sed\s+-i)\b|Add-Content|Set-Content|Out-File""")
 
 _RULES = [(n, re.compile(p, re.M), level, why) for n, p, level, why in _RAW_RULES]
 # `rm -rf` anywhere (a shell line, a string in any language); what follows, up to the end of
 # the command, are its targets: only build, cache and temp folders in the workspace are fine.
-_RM = re.compile(r"\brm\s+((?:-[-\w]+\s+)*)([^\n;&|)`\"']*)")
+_RM = re.compile(r"\brm\s+((?:-[-\w]+\s+)*)([^\n;&|)`\"']{0,2000})")
 
 # Absolute, home or parent-relative paths a piece of code mentions (in quotes, after a space,
 # an `=` or a redirection, or at the start of a line).
@@ -122,12 +126,13 @@ _PATH = re.compile(r"""(?:(?<=["'=>\s])|^)(~(?:/[^\s"'`;|&)]*)?|\.\./[^\s"'`;|&)
 # What makes the line a path sits on a write: a writing command, or a Python call that opens
 # for writing or writes. (A shell redirection counts only for the path it points at.)
 _WRITE = re.compile(r"""\b(?:cp|mv|tee|touch|mkdir|rm|rmdir|install|ln|chmod|chown|dd|truncate|
-                    sed\s+-i)\b|open\([^)]*,\s*(?:mode\s*=\s*)?['"][rbt]*[wax]|
+                    sed\s+-i)\b|open\([^)]{0,2000},\s*(?:mode\s*=\s*)?['"][rbt]*[wax]|
                     \.write_(?:text|bytes)\(|\.(?:mkdir|touch|unlink)\(|
                     \.(?:rename|replace)\([^,()]*\)|  # Path's; str.replace takes two
-                    \bfind\b[^\n]*-delete|
+                    \bfind\b[^\n|;&]{0,2000}-delete|
                     shutil\.(?:copy\w*|move|rmtree)\(|os\.(?:remove|rename|makedirs|mkdir)\(""",
                     re.X)
+_MAX_PATHS = 200  # distinct paths outside the workspace judged per proposal
 _REDIRECT = re.compile(r"(?<![<>=\-])>>?\s*$")
 # Paths that are read or written everywhere without touching the user's files.
 _HARMLESS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/tmp",
@@ -225,21 +230,31 @@ def _structure(code: str, language: str | None) -> tuple[bool, list[risk_shell.F
 def _paths(risk: Risk, code: str, workspace: Path, restricted: bool) -> None:
     """Paths outside the workspace that the code writes (or, when restricted, mentions)."""
     writes: dict[int, bool] = {}  # by the start of the line: whether the line writes
+    judged: set[tuple[str, bool]] = set()  # (path, written): each resolved once
+    root = _resolved(workspace)
+    ends = [m.start() for m in re.finditer("\n", code)] if "\n" in code else []
     for match in _PATH.finditer(code):  # one pass over the text, not one per line
+        if len(judged) >= _MAX_PATHS:  # enough to say it; resolving each path costs syscalls
+            break
         raw = match.group(1)
         if _harmless(raw):
             continue
-        start = code.rfind("\n", 0, match.start()) + 1
+        line = bisect.bisect(ends, match.start())
+        start = ends[line - 1] + 1 if line else 0
         if start not in writes:
-            end = code.find("\n", match.end())
-            writes[start] = bool(_WRITE.search(code, start, len(code) if end < 0 else end))
-        target = writes[start] or bool(_REDIRECT.search(code[start:match.start()]))
-        if not (restricted or target):
+            end = ends[line] if line < len(ends) else len(code)
+            writes[start] = bool(_WRITE.search(code, start, end))
+        # A redirection points at the path right after it: a short look back is enough.
+        target = writes[start] or bool(
+            _REDIRECT.search(code, max(start, match.start() - 64), match.start()))
+        if not (restricted or target) or (raw, target) in judged:
             continue
+        judged.add((raw, target))
         path = Path(raw).expanduser()
         if not path.is_absolute():
             path = workspace / path
-        if _inside(path, workspace):
+        resolved = _resolved(path)
+        if root is not None and resolved is not None and resolved.is_relative_to(root):
             continue
         if target:
             raise_to(risk, "high", f"may write outside the workspace ({raw})")
@@ -254,11 +269,11 @@ def _harmless(raw: str) -> bool:
             or re.fullmatch(r"/[\d.]+", raw) is not None)  # `x /2`, a URL's //host
 
 
-def _inside(path: Path, folder: Path) -> bool:
+def _resolved(path: Path) -> Path | None:
     try:
-        return path.resolve().is_relative_to(folder.resolve())
+        return path.resolve()
     except (OSError, RuntimeError):
-        return False
+        return None
 
 
 # Safe mode: semgrep ---------------------------------------------------------------------------

@@ -165,13 +165,14 @@ def check(text: str, depth: int = 0) -> list[Finding]:
 
 
 def _pipeline(pipeline: list[list[str]]) -> list[Finding]:
-    names = [(argv(c) or [""])[0] for c in pipeline]
     found: list[Finding] = []
-    for i, command in enumerate(pipeline[1:], 1):
+    before: set[str] = set()  # the commands earlier in the pipeline
+    for command in pipeline:
         args = argv(command)
-        if not args or args[0] not in INTERPRETERS or _has_script(args):
+        if not before or not args or args[0] not in INTERPRETERS or _has_script(args):
+            before.add(args[0] if args else "")
             continue
-        before = set(names[:i])
+        before.add(args[0])
         if before & _FETCHERS:
             found.append(("high", "runs a script straight from the internet (curl | sh)"))
         elif before & _DECODERS:
