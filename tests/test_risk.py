@@ -202,6 +202,8 @@ BENIGN = [
     ("javascript", "const os = require('os');\nconsole.log(os.homedir());"),
     ("ruby", "puts Dir.home"),
     ("python", "from pathlib import Path\nprint(sorted(Path.home().glob('*.txt')))"),
+    ("shell", "docker run --rm -it python:3.12 python -V"),
+    ("python", "import queue\nq = queue.Queue()\nq.put(open('data.csv').read())"),
 ]
 
 

@@ -115,9 +115,10 @@ _WRITES_ANY = re.compile(
     r"""\b(?:cp|mv|ln|install|sed\s+-i)\b|Add-Content|Set-Content|Out-File""")
 
 _RULES = [(n, re.compile(p, re.M), level, why) for n, p, level, why in _RAW_RULES]
-# `rm -rf` anywhere (a shell line, a string in any language); what follows, up to the end of
-# the command, are its targets: only build, cache and temp folders in the workspace are fine.
-_RM = re.compile(r"\brm\s+((?:-[-\w]+\s+)*)([^\n;&|)`\"']{0,2000})")
+# `rm -rf` anywhere (a shell line, a string in any language; not docker's `--rm`); what
+# follows, up to the end of the command, are its targets: only build, cache and temp folders in
+# the workspace are fine.
+_RM = re.compile(r"(?<![-\w.])rm\s+((?:-[-\w]+\s+)*)([^\n;&|)`\"']{0,2000})")
 
 # Absolute, home or parent-relative paths a piece of code mentions (in quotes, after a space,
 # an `=` or a redirection, or at the start of a line).

@@ -41,6 +41,10 @@ _SENDERS = ("requests.", "httpx.", "urllib.request.", "urllib3.", "aiohttp.", "h
 _SEND_WORDS = {"post", "put", "patch", "request", "urlopen", "Request", "send", "sendall",
                "sendfile", "sendmail", "send_message", "storbinary", "storlines", "upload",
                "put_object", "upload_file"}
+# Of them, those that send whatever object they are called on (a socket, a session, a client);
+# `put`, `request`... on an object of unknown kind are too common (`queue.put(...)`).
+_SEND_METHODS = {"post", "urlopen", "sendall", "sendfile", "sendmail", "send_message",
+                 "storbinary", "storlines", "upload_file", "put_object"}
 _FILE_READS = {"open", "read_text", "read_bytes", "io.open", "codecs.open"}
 # Expressions that stand for the home folder, as a shell word.
 _HOME_CALLS = {"pathlib.Path.home", "Path.home", "os.path.expanduser", "expanduser",
@@ -187,8 +191,9 @@ class _Reader:
         return None
 
     def _sends(self, name: str, node: ast.Call) -> bool:
-        if not (name.startswith(_SENDERS) or "." in name) or name.rsplit(".", 1)[-1] not in \
-                _SEND_WORDS:
+        word = name.rsplit(".", 1)[-1]
+        if not ((name.startswith(_SENDERS) and word in _SEND_WORDS)
+                or ("." in name and word in _SEND_METHODS)):
             return False
         for part in [*node.args, *(k.value for k in node.keywords)]:
             for sub in ast.walk(part):
