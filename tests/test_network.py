@@ -49,19 +49,23 @@ async def network_server(transport: str, tmp_path: Path, *args: str) -> AsyncIte
         env={**os.environ, "OI_LSP_DATA_DIR": str(tmp_path / "data"), "OI_LSP_TOKEN": TOKEN})
     try:
         async with asyncio.timeout(60):  # the port opens once the server has imported
-            while True:
-                try:
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                    writer.close()
-                    break
-                except OSError:
-                    await asyncio.sleep(0.1)
-        await asyncio.sleep(0.2)  # the probe above leaves the slot (no login) before a test
+            while not listening(proc.pid, port):  # (a probe connection would take the slot)
+                if proc.returncode is not None:
+                    raise RuntimeError(f"the server exited ({proc.returncode})")
+                await asyncio.sleep(0.1)
         yield Server(proc, port, log)
     finally:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+
+
+def listening(pid: int, port: int) -> bool:
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in psutil.Process(pid).net_connections("tcp"))
+    except psutil.Error:
+        return False
 
 
 class Conn:
