@@ -6,6 +6,7 @@ refused unread), a client that leaves without logging in leaves the server servi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -19,7 +20,7 @@ import psutil
 import pytest
 
 from oi_lsp.client import server_command
-from oi_lsp.lsp.network import LOGIN_MAX_BODY, LOGIN_TIMEOUT
+from oi_lsp.lsp.network import LOGIN_MAX_BODY, LOGIN_MAX_MESSAGES, LOGIN_TIMEOUT
 from tests.hardening import frame, free_port, initialize_request, read_response, record
 
 TOKEN = "net-test-token"
@@ -219,6 +220,35 @@ async def test_huge_content_length_before_login_is_refused_unread(tmp_path: Path
         await conn.close()
     record("network", huge_before_login_sent_mb=round(sent / (1 << 20)),
            huge_before_login_rss_growth_mb=round(growth_mb, 1))
+
+
+@pytest.mark.parametrize("transport", ["--tcp", "--ws"])
+async def test_a_flood_before_login_is_cut_off(transport: str, tmp_path: Path) -> None:
+    """A client that sends without reading: the refusals must not pile up in the server."""
+    async with network_server(transport, tmp_path) as server:
+        flood = await Conn(transport).open(server.port)
+        sent = 0
+        with contextlib.suppress(ConnectionError, OSError, Exception):
+            for i in range(1000):
+                await flood.send({"jsonrpc": "2.0", "id": i, "method": "oi/history",
+                                  "params": {}})
+                sent += 1
+        answered, ended_by = 0, None
+        try:
+            async with asyncio.timeout(LOGIN_TIMEOUT - 1):  # closed before the login timeout
+                while True:
+                    await flood.response(answered)
+                    answered += 1
+        except Exception as exc:  # the end of the stream, a reset, or the timeout
+            ended_by = exc
+        assert not isinstance(ended_by, TimeoutError), (answered, sent)
+        # Over TCP the client may see none of the answers: the server closed with the rest of
+        # the flood unread, so the kernel resets the connection (and drops what it held).
+        assert answered <= LOGIN_MAX_MESSAGES, (answered, sent)
+        assert "messages without the token" in server.log_text()
+        await asyncio.sleep(0.3)  # the server has seen it leave
+        conn = await logs_in(server, transport)
+        await conn.close()
 
 
 @pytest.mark.parametrize("transport", ["--tcp", "--ws"])

@@ -6,7 +6,8 @@ is refused and every notification dropped. A second connection while one is open
 once (pygls has one writer: a second client would receive the first one's replies).
 
 The one client slot must not be held by someone without the token: a connection that has not
-logged in within LOGIN_TIMEOUT seconds is closed, and before the token a message may be at most
+logged in within LOGIN_TIMEOUT seconds is closed, and so is one that sends more than
+LOGIN_MAX_MESSAGES messages without it; before the token a message may be at most
 LOGIN_MAX_BODY bytes (a larger one closes the connection before its body is read); after it,
 the limit is stdio's. A client that leaves without logging in leaves the server serving the
 next one; the client that logged in ends the server when it leaves, as over stdio.
@@ -44,6 +45,9 @@ LOGIN_TIMEOUT = 5.0  # seconds from connecting to a good `initialize`
 # The longest message before the token: an editor's `initialize` is a few KB (VS Code's, the
 # largest we know, is about 10 KB with its settings); room for more, nowhere near memory.
 LOGIN_MAX_BODY = 64 * 1024
+# Messages a connection may send before the token: each refusal is answered, and a client that
+# sends without reading would have the answers pile up in the server's memory.
+LOGIN_MAX_MESSAGES = 16
 
 
 class Gate:
@@ -53,9 +57,24 @@ class Gate:
         self.token: str | None = None  # None: no token needed (stdio: the editor is our parent)
         self.admitted = False
         self.connected = False
+        self.unadmitted = 0  # messages the current connection sent without the token
+        self.hung_up = False
+        self._hang_up: Callable[[], None] = lambda: None
+
+    def open(self, hang_up: Callable[[], None]) -> None:
+        """A connection starts (`hang_up` closes it): nobody is admitted yet."""
+        self.connected, self.admitted, self.unadmitted = True, False, 0
+        self.hung_up, self._hang_up = False, hang_up
+
+    def hang_up(self) -> None:
+        """Close the current connection; what it sent and was not read yet is not read."""
+        self.hung_up = True
+        self._hang_up()
 
     def max_body(self) -> int:
         """The longest message the current connection may send now."""
+        if self.hung_up:
+            return 0
         return MAX_BODY if self.token is None or self.admitted else LOGIN_MAX_BODY
 
     def check(self, options: Any) -> bool:
@@ -84,6 +103,13 @@ class GatedProtocol(WholeMessageProtocol):
         gate = self.gate
         if gate.token is None or gate.admitted:
             super().handle_structured(message)
+            return
+        gate.unadmitted += 1
+        if gate.unadmitted > LOGIN_MAX_MESSAGES:
+            if gate.unadmitted == LOGIN_MAX_MESSAGES + 1:
+                log.warning("closed a connection that sent %d messages without the token",
+                            LOGIN_MAX_MESSAGES + 1)
+                gate.hang_up()
             return
         method = getattr(message, "method", None)
         msg_id = getattr(message, "id", None)
@@ -125,7 +151,7 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
             log.warning("refused a second connection from %s", writer.get_extra_info("peername"))
             writer.close()
             return
-        gate.connected, gate.admitted = True, False
+        gate.open(writer.close)
         server.protocol.set_writer(writer)
 
         async def close() -> None:
@@ -167,7 +193,14 @@ def serve_ws(server: LanguageServer, host: str, port: int,
             log.warning("refused a second WebSocket connection")
             await websocket.close()
             return
-        gate.connected, gate.admitted = True, False
+        closing: set[asyncio.Task[None]] = set()
+
+        def hang_up() -> None:
+            task = asyncio.ensure_future(websocket.close(1008, "too many messages before login"))
+            closing.add(task)
+            task.add_done_callback(closing.discard)
+
+        gate.open(hang_up)
 
         async def close() -> None:
             await websocket.close(1008, "no login in time")
@@ -201,7 +234,7 @@ async def _read_websocket(server: LanguageServer, websocket: ServerConnection,
     gate = gate_of(server)
     protocol.set_writer(WebSocketWriter(websocket), include_headers=False)
     raised = False
-    while not stop.is_set():
+    while not stop.is_set():  # after a hang-up too: what comes is dropped, the close completes
         try:
             data = await websocket.recv(decode=False)
         except ConnectionClosed:
