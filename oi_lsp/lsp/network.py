@@ -23,7 +23,7 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 
 UNAUTHORIZED = -32001  # a server-defined JSON-RPC error code
 LOGIN_TIMEOUT = 5.0  # seconds from connecting to a good `initialize`
-# The longest message before the token: an editor's `initialize` is a few KB (VS Code's, the
-# largest we know, is about 10 KB with its settings); room for more, nowhere near memory.
+# The longest message before the token: an editor's `initialize` is a few KB (its capabilities
+# and settings; tests/test_network.py passes one of over 20 KB); room for more, nowhere near
+# memory.
 LOGIN_MAX_BODY = 64 * 1024
 # Messages a connection may send before the token: each refusal is answered, and a client that
 # sends without reading would have the answers pile up in the server's memory.
@@ -134,12 +135,12 @@ def gate_of(server: LanguageServer) -> Gate:
     return protocol.gate
 
 
-async def _log_in_or_close(gate: Gate, close: Callable[[], Awaitable[None]]) -> None:
+async def _log_in_or_close(gate: Gate) -> None:
     """Close the connection unless its client presents the token within LOGIN_TIMEOUT."""
     await asyncio.sleep(LOGIN_TIMEOUT)
     if not gate.admitted:
         log.warning("closed a connection that did not log in within %g s", LOGIN_TIMEOUT)
-        await close()
+        gate.hang_up()
 
 
 def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
@@ -151,13 +152,9 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
             log.warning("refused a second connection from %s", writer.get_extra_info("peername"))
             writer.close()
             return
-        gate.open(writer.close)
+        gate.open(writer.close)  # the read loop then sees the end of its stream
         server.protocol.set_writer(writer)
-
-        async def close() -> None:
-            writer.close()  # the read loop then sees the end of its stream
-
-        deadline = asyncio.create_task(_log_in_or_close(gate, close))
+        deadline = asyncio.create_task(_log_in_or_close(gate))
         try:
             await run_async(stop_event=stop, reader=FramedReader(reader, gate.max_body),
                             protocol=server.protocol, logger=log,
@@ -196,16 +193,12 @@ def serve_ws(server: LanguageServer, host: str, port: int,
         closing: set[asyncio.Task[None]] = set()
 
         def hang_up() -> None:
-            task = asyncio.ensure_future(websocket.close(1008, "too many messages before login"))
+            task = asyncio.ensure_future(websocket.close(1008, "not logged in"))
             closing.add(task)
             task.add_done_callback(closing.discard)
 
         gate.open(hang_up)
-
-        async def close() -> None:
-            await websocket.close(1008, "no login in time")
-
-        deadline = asyncio.create_task(_log_in_or_close(gate, close))
+        deadline = asyncio.create_task(_log_in_or_close(gate))
         try:
             await _read_websocket(server, websocket, stop)
         finally:
