@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow --host to be an address other than loopback (anyone who "
                         "reaches it and has the token can run code here)")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="--ws: also accept connections from this web page origin (e.g. "
+                        "http://localhost:3000, repeatable); connections with any other Origin "
+                        "header are refused, so a page in the user's browser cannot connect")
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-file", help="write the log here instead of stderr")
@@ -144,7 +148,10 @@ def serve(args: argparse.Namespace) -> int:
             from .lsp import network
 
             network.gate_of(SERVER).token = network_token(args)
-            (network.serve_tcp if args.tcp else network.serve_ws)(SERVER, args.host, args.port)
+            if args.tcp:
+                network.serve_tcp(SERVER, args.host, args.port)
+            else:
+                network.serve_ws(SERVER, args.host, args.port, args.allow_origin)
         else:
             from .lsp.stdio import serve_stdio
             from .pipes import private_stdio

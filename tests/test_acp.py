@@ -204,7 +204,7 @@ async def test_modes_commands_risk_and_cancel_while_asking(model: ModelServer, d
         assert {"reset", "undo", "tokens"} <= {c.name for c in commands}
 
         # Risk: the permission request's title and content say it.
-        model.script(ms.tool("shell", "rm -rf ./build"), ms.text("ok"))
+        model.script(ms.tool("shell", "rm -rf ./src"), ms.text("ok"))
         recorder.choices = ["reject_once"]
         await conn.prompt(session_id=sid, prompt=[text_block("clean")])
         asked = recorder.asked[-1][0]

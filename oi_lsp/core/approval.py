@@ -138,7 +138,7 @@ class Gate:
         """The static check, plus semgrep's findings in safe mode (flagged code is high risk
         in `auto`, so it runs only when the user approves it)."""
         found = await asyncio.to_thread(risk.assess, code, self.folder,
-                                        bool(settings.restrict_to_workspace))
+                                        bool(settings.restrict_to_workspace), language)
         if settings.safe_mode == "off":
             return found
         findings = await risk.semgrep_scan(code, language.strip().lower())

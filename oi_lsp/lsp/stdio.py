@@ -19,6 +19,7 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
 from pygls.io_ import run_async
@@ -36,8 +37,8 @@ log = logging.getLogger(__name__)
 _QUIET = 2
 _MAX_WAIT = 8
 _MAX_BYTES = 256 * 1024
-_READ_LIMIT = 1 << 20  # longest header line; bodies are read by length
-_MAX_BODY = 1 << 30
+READ_LIMIT = 1 << 20  # longest header line; bodies are read by length
+MAX_BODY = 1 << 30  # the longest message a client may send (--tcp and --ws too, once logged in)
 # What pygls understands in a header (it reads these two and the blank line ending them).
 _HEADER = re.compile(rb"(?:Content-Length: \d+|Content-Type: [^\r\n]*)?\r\n")
 
@@ -100,14 +101,17 @@ class BatchingWriter:
         self._transport.close()  # sends what it still holds, then closes
 
 
-class _Reader:
+class FramedReader:
     """The reader run_async expects (readline, readexactly) over an asyncio StreamReader;
     a stream cut mid-body ends the loop like end of file instead of raising. Malformed
     framing is logged: a header line pygls does not know is skipped (one over the read limit
-    too), a Content-Length over _MAX_BODY ends the loop (the stream cannot be LSP)."""
+    too), a Content-Length over `max_body()` ends the loop (the stream cannot be LSP, or, over
+    --tcp before the token, is not a client we let in), before a byte of the body is read."""
 
-    def __init__(self, stream: asyncio.StreamReader) -> None:
+    def __init__(self, stream: asyncio.StreamReader,
+                 max_body: Callable[[], int] = lambda: MAX_BODY) -> None:
         self._stream = stream
+        self._max_body = max_body
         self._budget, self._refilled = 10.0, time.monotonic()  # log lines, a few a second
 
     async def readline(self) -> bytes:
@@ -118,15 +122,17 @@ class _Reader:
         try:
             line = await self._stream.readline()
         except ValueError:  # longer than the limit: asyncio dropped it
-            self._warn("skipped a header line over %d bytes", _READ_LIMIT)
+            self._warn("skipped a header line over %d bytes", READ_LIMIT)
             return b"-\r\n"
         if line and not _HEADER.fullmatch(line):
             self._warn("skipped a malformed LSP header line: %.100r", line)
         return line
 
     async def readexactly(self, n: int) -> bytes:
-        if n > _MAX_BODY:
-            log.error("the client announced a message of %d bytes; stopping", n)
+        limit = self._max_body()
+        if n > limit:
+            log.error("the client announced a message of %d bytes (at most %d here); stopping",
+                      n, limit)
             return b""
         try:
             return await self._stream.readexactly(n)
@@ -146,14 +152,14 @@ class _Reader:
 
 async def _serve(server: LanguageServer, lsp_in: BinaryIO, lsp_out: BinaryIO) -> None:
     loop = asyncio.get_running_loop()
-    stream = asyncio.StreamReader(limit=_READ_LIMIT)
+    stream = asyncio.StreamReader(limit=READ_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), lsp_in)
     transport, _ = await loop.connect_write_pipe(asyncio.Protocol, lsp_out)
     writer = BatchingWriter(loop, transport)
     server.protocol.set_writer(writer)
     stop = new_stop_event(server)
     try:
-        await run_async(stop_event=stop, reader=_Reader(stream), protocol=server.protocol,
+        await run_async(stop_event=stop, reader=FramedReader(stream), protocol=server.protocol,
                         logger=log, error_handler=server.report_server_error)
     finally:
         writer.close()
