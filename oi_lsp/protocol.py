@@ -32,6 +32,10 @@ STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
 TURN = "oi/turn"
 RESOURCES = "oi/resources"
+# server -> client request: a running program reads input (clients that declare
+# experimental.oiInput)
+INPUT = "oi/input"
+INPUT_CAPABILITY = "oiInput"
 
 # workspace/executeCommand commands, for clients that only speak plain LSP (docs/protocol.md,
 # "Plain LSP clients"): each returns at once.
@@ -154,6 +158,21 @@ class WorkspaceParams(Wire):
 class ChatParams(WorkspaceParams):
     message: str = Field(min_length=1)
     context: EditorContext | None = None
+
+
+class InputParams(Wire):
+    """oi/input: a program of the run `turn_id` reads a line; `password`: show it masked."""
+
+    workspace: str
+    turn_id: str
+    prompt: str
+    password: bool = False
+
+
+class InputResult(Wire):
+    """The answer to oi/input (null instead: cancelled)."""
+
+    value: str
 
 
 class ChatResult(Wire):

@@ -7,8 +7,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ..protocol import Proposal
+from ..protocol import InputParams, Proposal
 from .approval import Answer
+
+
+class NoInput(Exception):
+    """The front end cannot ask the user for a program's input; the message says why."""
+
 
 # (text, actions) -> the action the user chose (None: none / dismissed); no actions: just tell
 Tell = Callable[[str, list[str]], Awaitable[str | None]]
@@ -29,4 +34,9 @@ class Link(Protocol):
 
     async def tell(self, text: str, actions: list[str]) -> str | None:
         """A warning for the user; with actions, the one they chose (None if none)."""
+        ...
+
+    async def read_input(self, params: InputParams) -> str | None:
+        """Ask the user for a line a running program reads (oi/input): the line, or None
+        when they cancel. Raises NoInput when the client cannot be asked."""
         ...

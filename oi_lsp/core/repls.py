@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..executors import registry
-from ..executors.base import Chunk, Executor, RunResult
+from ..executors.base import Chunk, Emit, Executor, ReadInput, RunResult
 from ..executors.gateway.config import GatewayConfig
 from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
@@ -35,10 +35,15 @@ def options_of(settings: Settings) -> registry.ReplOptions:
                                 pass_keys=settings.pass_keys_to_repls, gateway=config)
 
 
+# (turn id, the run's emit) -> how that run's programs read input
+Asker = Callable[[str, Emit], ReadInput]
+
+
 class Repls:
     def __init__(self, folder: Path, settings: Callable[[], Settings], tell: Tell,
-                 streamer: Streamer, activity: Activity) -> None:
+                 streamer: Streamer, activity: Activity, asker: Asker | None = None) -> None:
         self.folder = folder
+        self._asker = asker
         self._settings = settings
         self._streamer = streamer
         self._activity = activity
@@ -81,6 +86,7 @@ class Repls:
             settings = self._settings()
             executor.active_line = settings.active_line
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
+            executor.read_input = None if self._asker is None else self._asker(turn_id, emit)
             return await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
                 lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))

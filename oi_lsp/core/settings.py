@@ -57,6 +57,8 @@ class Settings(BaseModel):
     system_message: str | None = None
     max_output: int = Field(default=2800, gt=0)
     execution_timeout: float | None = Field(default=None, gt=0)
+    # Seconds a program's read waits for the user's answer (oi/input) before it fails.
+    input_timeout: float = Field(default=300.0, gt=0)
     active_line: bool = False  # stream which line runs (Python, bash); see executors/active_line
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True

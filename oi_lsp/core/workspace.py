@@ -25,7 +25,7 @@ from ..protocol import (
     TurnEvent,
     Usage,
 )
-from . import magic
+from . import magic, user_input
 from .activity import Activity
 from .aio import cancelling
 from .approval import Approvals, Gate
@@ -74,7 +74,9 @@ class Workspace:
         self.transcript = Transcript(self.conversation, uri)
         self.streamer = Streamer(self._send, uri)
         self.activity = Activity(self.streamer)
-        self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity)
+        self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity,
+                           lambda turn_id, emit: user_input.asker(
+                               link, uri, turn_id, self.settings().input_timeout, emit))
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals
         self._turn: asyncio.Task[Outcome] | None = None

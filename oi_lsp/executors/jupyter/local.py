@@ -18,7 +18,7 @@ from .. import active_line
 from ..base import Chunk, Emit, Executor, RunResult
 from ..process import kill_members, no_input, repl_environ, run_start
 from . import records
-from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
+from .messages import Answers, Cell, Gone, Message, Notice, NotTaken, collect, settle
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,7 @@ class KernelExecutor(Executor):
         self._readers = [
             asyncio.create_task(self._read(self._kc.iopub_channel, "iopub")),
             asyncio.create_task(self._read(self._kc.shell_channel, "shell")),
+            asyncio.create_task(self._read(self._kc.stdin_channel, "stdin")),
         ]
 
     def _stop_readers(self) -> None:
@@ -274,11 +275,15 @@ class KernelExecutor(Executor):
     async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
         """One execute request; None when the kernel died before it started the cell."""
         cell = Cell()
-        msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
+        # With a way to answer, the code may read input (input(), getpass): each request
+        # goes to the user; without, ipykernel's StdinNotImplementedError says why it fails.
+        msg_id = self._kc.execute(code, store_history=True,
+                                  allow_stdin=self.read_input is not None)
         self._routes[msg_id] = cell.queue
         since = run_start()
+        answers = Answers(self.read_input, self._kc.input, emit)
         try:
-            return await collect(cell, emit, lambda: self._quiet(cell))
+            return await collect(cell, emit, lambda: self._quiet(cell), stdin=answers.request)
         except NotTaken:
             return None
         except asyncio.CancelledError:
@@ -289,6 +294,7 @@ class KernelExecutor(Executor):
                 await kill_members(pid, exclude=pid, since=since)
             raise
         finally:
+            answers.close()
             del self._routes[msg_id]
 
     async def _silent(self, code: str) -> None:
