@@ -86,7 +86,7 @@ class Repls:
             settings = self._settings()
             executor.active_line = settings.active_line
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
-            executor.read_input = None if self._asker is None else self._asker(turn_id, emit)
+            executor.read_input = None if self._asker is None else self._ask(turn_id, emit)
             return await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
                 lambda repl, elapsed: streamer.resources(turn_id, repl, elapsed))
@@ -103,6 +103,16 @@ class Repls:
         finally:
             streamer.close()
             self._activity.set(turn_id, "idle")
+
+    def _ask(self, turn_id: str, emit: Emit) -> ReadInput:
+        assert self._asker is not None
+        ask = self._asker(turn_id, emit)
+
+        async def read_input(prompt: str, password: bool) -> str | None:
+            self._streamer.flush()  # the prompt, shown before the client is asked
+            return await ask(prompt, password)
+
+        return read_input
 
     async def restart_all(self) -> None:
         pass_keys = self._settings().pass_keys_to_repls

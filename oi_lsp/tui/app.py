@@ -84,6 +84,7 @@ class Chat:
         from rich.console import Console
 
         from ..client import OIClient, to_uri
+        from . import input_box
         from .line_input import LineReader
         from .render import Renderer
 
@@ -99,7 +100,8 @@ class Chat:
             # never the server or its kernels.
             await state.client.start(new_session=True)
             state.client.listeners.append(self._on_notification)
-            await state.client.initialize([self.folder])
+            state.client.input_box = lambda params: input_box.answer(state, params)
+            await state.client.initialize([self.folder], answers_input=True)
             if self.args.exec:
                 return await self._exec(*self.args.exec)
             if not await self._configure():

@@ -108,11 +108,13 @@ class Answers:
         task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, prompt: str, password: bool) -> None:
-        value = None if self._read_input is None else await self._read_input(prompt, password)
-        # The prompt is no stream output: shown here with the answer, as a terminal would
+        # The prompt is no stream output: shown here, then the answer, as a terminal would
         # (a password never is).
+        if prompt:
+            self._emit(Chunk("console", "output", strip_ansi(prompt)))
+        value = None if self._read_input is None else await self._read_input(prompt, password)
         shown = "" if value is None or password else value
-        self._emit(Chunk("console", "output", strip_ansi(f"{prompt}{shown}\n")))
+        self._emit(Chunk("console", "output", strip_ansi(f"{shown}\n")))
         self._send("\x04" if value is None else value)  # ipykernel reads "\x04" as EOF
 
     def close(self) -> None:
