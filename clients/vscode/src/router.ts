@@ -6,6 +6,10 @@ import { fileURLToPath } from 'node:url';
 export const STREAM = 'oi/stream';
 export const PROPOSAL = 'oi/proposal';
 export const TURN = 'oi/turn';
+/** Server → client request: a running program reads a line. */
+export const INPUT = 'oi/input';
+
+export interface InputParams { workspace: string; turnId: string; prompt: string; password?: boolean }
 
 export interface Folder { uri: string; name: string }
 
