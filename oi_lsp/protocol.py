@@ -155,9 +155,30 @@ class WorkspaceParams(Wire):
     workspace: str | None = None
 
 
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+class Attachment(Wire):
+    """An image sent with a message: a file (`uri`, file://) or its bytes (`data`, base64)."""
+
+    uri: str | None = None
+    data: str | None = None
+    mime_type: str
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Attachment:
+        if (self.uri is None) == (self.data is None):
+            raise ValueError("an attachment has either `uri` or `data` (base64), not both")
+        if self.mime_type not in IMAGE_TYPES:
+            raise ValueError(f"mimeType {self.mime_type!r}: only images can be attached "
+                             f"({', '.join(IMAGE_TYPES)})")
+        return self
+
+
 class ChatParams(WorkspaceParams):
     message: str = Field(min_length=1)
     context: EditorContext | None = None
+    attachments: list[Attachment] = Field(default_factory=list, max_length=10)
 
 
 class InputParams(Wire):

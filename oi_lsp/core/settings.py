@@ -62,6 +62,9 @@ class Settings(BaseModel):
     active_line: bool = False  # stream which line runs (Python, bash); see executors/active_line
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
+    # The model sees the images runs display and the user attaches: auto is when litellm says
+    # it takes images (core/vision.py).
+    vision: bool | Literal["auto"] = "auto"
     kernel_name: str = "python3"
     # Set by the client (initializationOptions) for workspaces the user has not trusted.
     trusted: bool = True

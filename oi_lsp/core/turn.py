@@ -16,7 +16,7 @@ from typing import Any
 
 from ..executors.base import Chunk, RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
-from . import context_window, llm, run_output
+from . import context_window, llm, run_output, vision
 from .activity import Activity
 from .approval import TurnGate
 from .conversation import Conversation
@@ -71,8 +71,11 @@ class Turn:
         self.conversation.record(message)
         return message
 
-    async def run(self, text: str, context: EditorContext | None) -> Outcome:
+    async def run(self, text: str, context: EditorContext | None,
+                  images: list[tuple[str, str]] | None = None) -> Outcome:
         self._say("user", "message", text, context=_kept(context))
+        for format_, content in images or []:  # attached: (format, base64)
+            self._say("user", "image", content, format_)
         try:
             return await self._loop()
         except _Declined:
@@ -125,11 +128,17 @@ class Turn:
 
     async def _fitted(self) -> list[dict[str, Any]]:
         """The conversation for the model, trimmed to its context window."""
-        messages = to_model_messages(self.messages, self.settings)
         if not self.settings.model:
-            return messages  # llm.stream says what to configure
+            return to_model_messages(self.messages, self.settings)  # llm.stream says what to set
         litellm = await llm.warm_up()
-        return await asyncio.to_thread(context_window.fit, litellm, self.settings, messages)
+        sees = vision.enabled(litellm, self.settings)
+        kept = list(self.messages)  # read in a thread (images are shrunk there) as they are now
+
+        def build() -> list[dict[str, Any]]:
+            return context_window.fit(litellm, self.settings,
+                                      to_model_messages(kept, self.settings, sees))
+
+        return await asyncio.to_thread(build)
 
     async def _account(self, sent: list[dict[str, Any]], reply: llm.Reply) -> None:
         """Count the call's tokens and price them (estimates, with litellm's tables)."""

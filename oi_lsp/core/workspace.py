@@ -25,7 +25,7 @@ from ..protocol import (
     TurnEvent,
     Usage,
 )
-from . import magic, user_input
+from . import attachments, magic, user_input
 from .activity import Activity
 from .aio import cancelling
 from .approval import Approvals, Gate
@@ -147,6 +147,7 @@ class Workspace:
             assert self._ending is not None
             await asyncio.wait([self._ending])
         self.check_idle()
+        images = await attachments.load(params.attachments)  # refused before anything starts
         await self.layers.load_profiles()
         turn_id = new_turn_id()
         settings = self.settings()
@@ -156,7 +157,7 @@ class Workspace:
             work = self._magic(turn_id, params.message, settings)
         else:
             turn = self._new_turn(turn_id, settings)
-            work = turn.run(params.message, params.context)
+            work = turn.run(params.message, params.context, images)
         self._event(turn_id, "chat", "running")
         self._turn_id = turn_id
         task = self._turn = asyncio.create_task(work)
