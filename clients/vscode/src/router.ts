@@ -13,6 +13,9 @@ export interface InputParams { workspace: string; turnId: string; prompt: string
 
 export interface Folder { uri: string; name: string }
 
+/** An image pasted or dropped into the chat's input, sent with the next message (oi/chat). */
+export interface Attachment { data: string; mimeType: string }
+
 /** Messages the extension posts to the webview. */
 export type ToWebview =
     | { type: 'folders'; folders: Folder[]; current: string | undefined; trusted: boolean; autoRun: boolean }
@@ -28,7 +31,7 @@ export type ToWebview =
 /** Messages the webview posts to the extension. */
 export type FromWebview =
     | { type: 'ready' }
-    | { type: 'send'; text: string }
+    | { type: 'send'; text: string; attachments?: Attachment[] }
     | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit'; code?: string }
     | { type: 'stop' }
     | { type: 'reset' }
@@ -140,7 +143,9 @@ export class Router {
         switch (message.type) {
             case 'send': {
                 const text = message.text.trim();
-                return text ? { method: 'oi/chat', params: { message: text, ...workspace } } : undefined;
+                if (!text) return undefined;
+                const attachments = message.attachments?.length ? { attachments: message.attachments } : {};
+                return { method: 'oi/chat', params: { message: text, ...attachments, ...workspace } };
             }
             case 'approve': {
                 this.pending.delete(message.proposalId);
