@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from oi_lsp.client import OIClient
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal, tool_results
+from tests.gateway_process import Gateway
 from tests.modelserver import ModelServer
 
 
@@ -76,7 +78,9 @@ async def test_password_kept_from_history_and_model(start_server: StartServer,
                                                     workspace: Path, model: ModelServer,
                                                     data_dir: Path) -> None:
     secret = "hunter2-s3cret"
-    client = await answering(start_server, workspace, model, lambda params: secret)
+    # verbose: every model request is logged too
+    client = await answering(start_server, workspace, model, lambda params: secret,
+                             verbose=True)
     model.script(ms.tool("python", "import getpass\npw = getpass.getpass('Password: ')\n"
                                    "print('length', len(pw))"),
                  ms.text("Done."))
@@ -126,3 +130,22 @@ async def test_shell_read_cancelled_and_password(start_server: StartServer, work
     text = "".join(o["content"] for o in result["outputs"])
     assert "got 9" in text and "s3cret-pw" not in text
     assert asked(client)[-1]["password"] is True
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    gw = Gateway(tmp_path_factory.mktemp("gateway")).start()
+    yield gw
+    gw.kill()
+
+
+async def test_input_on_a_kernel_gateway(start_server: StartServer, workspace: Path,
+                                         model: ModelServer, gateway: Gateway) -> None:
+    client = await start_server(workspace, initialize=False)
+    client.input_box = lambda params: "Lin"
+    await client.initialize([workspace], options=model.settings(**gateway.settings()),
+                            answers_input=True)
+    result = await client.execute("python", "print('hi', input('who? '))")
+    assert result["status"] == "ok", result
+    assert "hi Lin" in "".join(o["content"] for o in result["outputs"])
+    assert asked(client)[0]["prompt"] == "who? "

@@ -91,8 +91,8 @@ class Answers:
     """The cell's input requests (stdin channel), each answered in a task of its own through
     `read_input`, so output keeps streaming meanwhile; no answer is sent as end of input."""
 
-    def __init__(self, read_input: ReadInput | None, send: Callable[[str], None],
-                 emit: Emit) -> None:
+    def __init__(self, read_input: ReadInput | None,
+                 send: Callable[[str], Awaitable[None] | None], emit: Emit) -> None:
         self._read_input = read_input
         self._send = send
         self._emit = emit
@@ -115,7 +115,9 @@ class Answers:
         value = None if self._read_input is None else await self._read_input(prompt, password)
         shown = "" if value is None or password else value
         self._emit(Chunk("console", "output", strip_ansi(f"{shown}\n")))
-        self._send("\x04" if value is None else value)  # ipykernel reads "\x04" as EOF
+        sent = self._send("\x04" if value is None else value)  # ipykernel: "\x04" is EOF
+        if sent is not None:
+            await sent
 
     def close(self) -> None:
         for task in self._tasks:
