@@ -72,10 +72,16 @@ async def test_displayed_png_reaches_the_model(start_server: StartServer, worksp
     assert body["messages"][-1]["content"][0]["text"] == vision.IMAGES_NOTE
 
 
-async def test_vision_auto_is_off_for_a_model_litellm_does_not_know(
-        client: OIClient, model: ModelServer) -> None:
+@pytest.mark.parametrize(("model_name", "sees"), [("openai/gpt-4o", True),
+                                                 ("openai/scripted", False)])
+async def test_vision_auto_follows_litellm(start_server: StartServer, workspace: Path,
+                                           model: ModelServer, model_name: str,
+                                           sees: bool) -> None:
+    """auto: images for a model litellm says takes them (the scripted server answers under
+    any name); none for a model litellm does not know."""
+    client = await start_server(workspace, options=model.settings(model=model_name))
     await run_turn(client, model, show(png(40, 30)))
-    assert image_parts(model.requests[1]) == []
+    assert len(image_parts(model.requests[1])) == (1 if sees else 0)
 
 
 async def test_attachments_reach_the_model(start_server: StartServer, workspace: Path,
