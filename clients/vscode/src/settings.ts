@@ -13,6 +13,8 @@ export interface ServerSettings {
     apiKey?: string;
     autoRun: boolean;
     executionTimeout?: number;
+    /** Whether the model sees images; absent: "auto" (when litellm says it can). */
+    vision?: boolean;
     /** False in a workspace the user has not trusted: the server then never auto-runs. */
     trusted: boolean;
 }
@@ -35,6 +37,8 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     if (typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0) {
         settings.executionTimeout = timeout;
     }
+    const vision = config.get<unknown>('vision');
+    if (vision === 'on' || vision === 'off') settings.vision = vision === 'on';
     if (apiKey) settings.apiKey = apiKey;
     return settings;
 }

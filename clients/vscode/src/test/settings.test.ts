@@ -19,6 +19,13 @@ test('the oi settings reach the server with the API key, empty values left out',
         { autoRun: false, trusted: true });
 });
 
+test('oi.vision: on and off are sent, auto is the server\'s default (left out)', () => {
+    assert.equal(serverSettings(config({ vision: 'on' }), true).vision, true);
+    assert.equal(serverSettings(config({ vision: 'off' }), true).vision, false);
+    assert.equal('vision' in serverSettings(config({ vision: 'auto' }), true), false);
+    assert.equal('vision' in serverSettings(config({ vision: 'yes' }), true), false);
+});
+
 test('an untrusted workspace says so and never auto-runs', () => {
     assert.deepEqual(serverSettings(config({ autoRun: true }), false), { autoRun: false, trusted: false });
     assert.equal(autoRunAllowed(false), false);
