@@ -133,7 +133,7 @@ def shell_spec(language: str, program: str) -> ReplSpec:
         (program, "-f") if name == "zsh" else (program,))
     return ReplSpec(language, argv, _posix_command, "stdin", _POSIX_SETUP,
                     _bash_line_command if name == "bash" else None,
-                    terminal=terminal_input.supported())
+                    terminal=name in ("bash", "zsh") and terminal_input.supported())
 
 
 def node_spec(program: str) -> ReplSpec:
@@ -205,8 +205,12 @@ class ReplExecutor(Executor):
         if self.spec.setup:
             self._send(self.spec.setup)
         if self.spec.terminal:
-            self._terminal = terminal_input.TerminalInput()
-            self._send(self._terminal.setup())
+            try:
+                self._terminal = terminal_input.TerminalInput()
+            except OSError as exc:  # no pseudo-terminals here: reads fail, as without one
+                log.warning("no terminal for the %s REPL's input: %s", self.name, exc)
+            else:
+                self._send(self._terminal.setup())
         log.info("%s REPL started (pid %s) in %s", self.name, self._proc.pid, self.cwd)
 
     def _send(self, text: str) -> None:
