@@ -362,5 +362,5 @@ def test_program_input_in_an_input_box(vscode: tuple[Workbench, Path],
     wb("chatWait", selector=".oi-assistant", hasText="Greeted.")
     wb.wait_idle()
     wb.shot("input-answered")
-    assert "hello Ada 9" in tool_results(model.requests[1])[0]
+    assert "hello Ada 9" in tool_results(model.requests[1])[-1]
     assert "pw-secret" not in json.dumps(model.requests)
