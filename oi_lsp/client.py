@@ -23,6 +23,8 @@ from .uris import from_fs_path
 Listener = Callable[[str, dict[str, Any]], None]
 # (message, actions) -> the title of the chosen action, or None
 MessageBox = Callable[[str, list[str]], Any]
+# oi/input params -> the line typed, or None (cancelled); may be a coroutine
+InputBox = Callable[[dict[str, Any]], Any]
 
 
 def server_command() -> list[str]:
@@ -37,6 +39,7 @@ class OIClient:
         self.notifications: list[tuple[str, dict[str, Any]]] = []
         self.listeners: list[Listener] = []
         self.message_box: MessageBox | None = None
+        self.input_box: InputBox | None = None  # answers oi/input (declared at initialize)
         self.configuration: dict[str, Any] = {}
         self._changed = asyncio.Event()
         self.stderr = b""
@@ -66,6 +69,14 @@ class OIClient:
             if asyncio.iscoroutine(choice):
                 choice = await choice
             return types.MessageActionItem(title=choice) if choice else None
+
+        @self.lsp.feature(protocol.INPUT)
+        async def read_input(params: dict[str, Any]) -> dict[str, Any] | None:
+            self._record(protocol.INPUT, {**params})
+            value = self.input_box(params) if self.input_box else None
+            if asyncio.iscoroutine(value):
+                value = await value
+            return None if value is None else {"value": value}
 
         @self.lsp.feature(types.WINDOW_SHOW_DOCUMENT)
         def show_document(params: types.ShowDocumentParams) -> types.ShowDocumentResult:
@@ -126,12 +137,14 @@ class OIClient:
     async def initialize(self, workspaces: Sequence[str | Path] = (), *,
                          options: dict[str, Any] | None = None, oi: bool = True,
                          window: types.WindowClientCapabilities | None = None,
-                         ) -> types.InitializeResult:
-        """`window`: the client's window capabilities (message boxes only, by default)."""
+                         answers_input: bool = False) -> types.InitializeResult:
+        """`window`: the client's window capabilities (message boxes only, by default);
+        `answers_input`: declare that `input_box` answers oi/input."""
         folders = [types.WorkspaceFolder(uri=to_uri(w), name=Path(str(w)).name)
                    for w in workspaces]
         capabilities = types.ClientCapabilities(
-            experimental={"oi": True} if oi else None,
+            experimental={**({"oi": True} if oi else {}),
+                          **({protocol.INPUT_CAPABILITY: True} if answers_input else {})} or None,
             workspace=types.WorkspaceClientCapabilities(workspace_folders=True,
                                                         configuration=True),
             window=window or types.WindowClientCapabilities(

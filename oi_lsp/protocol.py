@@ -33,6 +33,10 @@ STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
 TURN = "oi/turn"
 RESOURCES = "oi/resources"
+# server -> client request: a running program reads input (clients that declare
+# experimental.oiInput)
+INPUT = "oi/input"
+INPUT_CAPABILITY = "oiInput"
 
 # workspace/executeCommand commands, for clients that only speak plain LSP (docs/protocol.md,
 # "Plain LSP clients"): each returns at once.
@@ -180,9 +184,45 @@ class WorkspaceParams(Wire):
     workspace: str | None = None
 
 
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+class Attachment(Wire):
+    """An image sent with a message: a file (`uri`, file://) or its bytes (`data`, base64)."""
+
+    uri: str | None = None
+    data: str | None = None
+    mime_type: str
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Attachment:
+        if (self.uri is None) == (self.data is None):
+            raise ValueError("an attachment has either `uri` or `data` (base64), not both")
+        if self.mime_type not in IMAGE_TYPES:
+            raise ValueError(f"mimeType {self.mime_type!r}: only images can be attached "
+                             f"({', '.join(IMAGE_TYPES)})")
+        return self
+
+
 class ChatParams(WorkspaceParams):
     message: str = Field(min_length=1)
     context: EditorContext | None = None
+    attachments: list[Attachment] = Field(default_factory=list, max_length=10)
+
+
+class InputParams(Wire):
+    """oi/input: a program of the run `turn_id` reads a line; `password`: show it masked."""
+
+    workspace: str
+    turn_id: str
+    prompt: str
+    password: bool = False
+
+
+class InputResult(Wire):
+    """The answer to oi/input (null instead: cancelled)."""
+
+    value: str
 
 
 class ChatResult(Wire):

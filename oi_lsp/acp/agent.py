@@ -30,15 +30,17 @@ from acp.schema import (
     SetSessionModeResponse,
     UnstructuredCommandInput,
 )
+from pydantic import ValidationError
 
 from .. import __version__
 from ..core.approval import Approvals
+from ..core.attachments import AttachmentError
 from ..core.settings import SettingsError, env_layer
 from ..core.store import ConversationInUse, Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces
 from ..pipes import private_stdio, streams
-from ..protocol import ChatParams
+from ..protocol import Attachment, ChatParams
 from ..uris import from_fs_path
 from . import replay
 from .link import AcpLink
@@ -101,7 +103,7 @@ class OIAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(image=False, embedded_context=True),
+                prompt_capabilities=PromptCapabilities(image=True, embedded_context=True),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
             agent_info=Implementation(name="oi-lsp", title="Open Interpreter (oi-lsp)",
                                       version=__version__))
@@ -209,6 +211,12 @@ class OIAgent:
         text = _message(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"prompt": "no text"})
+        try:  # image blocks: attachments, as oi/chat takes them
+            params = ChatParams(message=text, workspace=workspace.uri, attachments=[
+                Attachment(data=b.data, mime_type=b.mime_type) for b in prompt
+                if getattr(b, "type", None) == "image"])
+        except ValidationError as exc:
+            raise RequestError.invalid_params({"prompt": str(exc.errors()[0]["msg"])}) from exc
         try:
             workspace.check_idle()  # another session's turn here: its updates stay its own
             if workspace.conversation.id != session.conversation:
@@ -217,9 +225,11 @@ class OIAgent:
             raise RequestError(-32803, str(exc)) from exc
         self.link.sessions[workspace.uri] = self.link.active = session_id
         try:
-            result = await workspace.chat(ChatParams(message=text, workspace=workspace.uri))
+            result = await workspace.chat(params)
         except Busy as exc:  # one began meanwhile
             raise RequestError(-32803, str(exc)) from exc
+        except AttachmentError as exc:
+            raise RequestError.invalid_params({"prompt": str(exc)}) from exc
         finally:
             await self.link.drain(workspace.uri)  # every update before the answer
         session.conversation = workspace.conversation.id  # /reset starts a new one

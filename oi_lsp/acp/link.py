@@ -22,7 +22,8 @@ from acp.schema import (
 from .. import protocol
 from ..core import rules
 from ..core.approval import Answer
-from ..protocol import Proposal
+from ..core.link import NoInput
+from ..protocol import InputParams, Proposal
 from .calls import Call, status_of
 
 log = logging.getLogger(__name__)
@@ -210,6 +211,9 @@ class AcpLink:
             return Answer("skip")
         call.code = code  # the tool call shows what runs
         return Answer("edit", code=code)
+
+    async def read_input(self, params: InputParams) -> str | None:
+        raise NoInput("an ACP client has no request for a program's input")
 
     def show_text(self, text: str, error: bool = False) -> None:
         if error and self.active is not None:  # the rest reaches the client as the stream

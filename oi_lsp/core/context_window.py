@@ -16,6 +16,7 @@ from typing import Any
 
 from .prompt import OUTPUT_PREFIX
 from .settings import Settings
+from .vision import IMAGES_NOTE
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,31 @@ def _is_output(message: dict[str, Any]) -> bool:
         or (message["role"] == "user" and content.startswith(OUTPUT_PREFIX)))
 
 
+def _has_images(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(p.get("type") == "image_url" for p in content)
+
+
+def _is_images_note(message: dict[str, Any]) -> bool:
+    """The message that carries a run's images: no exchange of its own."""
+    content = message.get("content")
+    return (message["role"] == "user" and isinstance(content, list) and bool(content)
+            and content[0].get("text") == IMAGES_NOTE)
+
+
+def _is_exchange(message: dict[str, Any]) -> bool:
+    return message["role"] == "user" and not _is_images_note(message)
+
+
+def _without_images(message: dict[str, Any]) -> dict[str, Any]:
+    parts = message["content"]
+    dropped = sum(p.get("type") == "image_url" for p in parts)
+    kept = [p for p in parts if p.get("type") != "image_url"]
+    kept.append({"type": "text", "text": f"[{dropped} image(s) left out to fit the context "
+                                         "window]"})
+    return {**message, "content": kept}
+
+
 def _shorten(text: str) -> str:
     return text[:SHORT_OUTPUT // 2] + TRIMMED + text[-SHORT_OUTPUT // 2:]
 
@@ -113,9 +139,10 @@ def _shorten(text: str) -> str:
 def fit(litellm: ModuleType, settings: Settings,
         messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages within the window. The system message and the newest exchange (from the
-    last user message on) stay. First old long outputs are shortened, oldest first; then the
-    oldest exchanges are dropped whole (so a tool result never loses the call it answers);
-    last the current exchange's own long outputs are shortened."""
+    last user message on) stay. First old images are left out, then old long outputs are
+    shortened, oldest first; then the oldest exchanges are dropped whole (so a tool result never
+    loses the call it answers); last the current exchange's own long outputs are shortened, and
+    its images left out."""
     limit = budget(litellm, settings)
     if sum(_bytes(m) for m in messages) <= limit:
         return messages  # surely fits: a token is at least one byte; no need to count
@@ -124,15 +151,24 @@ def fit(litellm: ModuleType, settings: Settings,
     if total <= limit or len(messages) < 2:
         return messages
     out = copy.deepcopy(messages)
-    last_user = max((i for i, m in enumerate(out) if m["role"] == "user"), default=len(out) - 1)
+    last_user = max((i for i, m in enumerate(out) if _is_exchange(m)), default=len(out) - 1)
 
-    def shorten(i: int) -> None:
+    def resize(i: int, message: dict[str, Any]) -> None:
         nonlocal total
-        out[i]["content"] = _shorten(out[i]["content"])
-        size = count(litellm, settings, [out[i]])
+        out[i] = message
+        size = count(litellm, settings, [message])
         total += size - sizes[i]
         sizes[i] = size
 
+    def shorten(i: int) -> None:
+        resize(i, {**out[i], "content": _shorten(out[i]["content"])})
+
+    def drop_images(first: int, end: int) -> None:
+        for i in range(first, end):
+            if total > limit and _has_images(out[i]):
+                resize(i, _without_images(out[i]))
+
+    drop_images(1, last_user)  # 0. Old images, oldest first (each costs as much as an output)
     # 1. Old long outputs, oldest first.
     for i in range(1, last_user):
         if total <= limit:
@@ -141,7 +177,7 @@ def fit(litellm: ModuleType, settings: Settings,
             shorten(i)
     # 2. The oldest exchanges, whole: from message 1 up to (not including) the next user one.
     while total > limit:
-        following = next((j for j in range(2, last_user + 1) if out[j]["role"] == "user"), None)
+        following = next((j for j in range(2, last_user + 1) if _is_exchange(out[j])), None)
         if following is None:
             break
         total -= sum(sizes[1:following])
@@ -153,6 +189,7 @@ def fit(litellm: ModuleType, settings: Settings,
             break
         if _is_output(out[i]) and len(out[i]["content"]) > SHORT_OUTPUT + len(TRIMMED):
             shorten(i)
+    drop_images(last_user, len(out))  # 4. The current exchange's (attachments included)
     if total > limit:
         log.warning("the newest messages alone exceed the context window (%s > %s tokens)",
                     total, limit)

@@ -7,8 +7,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ..protocol import Proposal
+from ..protocol import InputParams, Proposal
 from .approval import Answer
+
+
+class NoInput(Exception):
+    """The front end cannot ask the user for a program's input; the message says why."""
+
 
 # (text, actions) -> the action the user chose (None: none / dismissed); no actions: just tell
 Tell = Callable[[str, list[str]], Awaitable[str | None]]
@@ -33,4 +38,9 @@ class Link(Protocol):
 
     def backlog(self) -> int:
         """Bytes sent that the client has not read yet (0 where the transport cannot tell)."""
+        ...
+
+    async def read_input(self, params: InputParams) -> str | None:
+        """Ask the user for a line a running program reads (oi/input): the line, or None
+        when they cancel. Raises NoInput when the client cannot be asked."""
         ...

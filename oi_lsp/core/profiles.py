@@ -34,7 +34,7 @@ _IGNORED = {"version", "offline", "verbose", "os", "computer", "disable_telemetr
 _LLM = {"model": "model", "api_base": "api_base", "api_key": "api_key",
         "temperature": "temperature", "context_window": "context_window",
         "max_tokens": "max_tokens", "supports_functions": "tool_calls",
-        "max_output": "max_output", "execution_instructions": None, "supports_vision": None,
+        "max_output": "max_output", "execution_instructions": None, "supports_vision": "vision",
         "api_version": None}
 # Settings a profile may not set: the editor's trust, and the choice of profile itself.
 _FORBIDDEN = {"trusted", "profile"}

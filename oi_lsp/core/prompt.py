@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from ..protocol import Message, MessageContext
+from . import vision as images
 from .settings import Settings
 from .situation import Situation
 
@@ -77,12 +78,16 @@ def system_message(settings: Settings, situation: Situation | None = None) -> st
 
 
 def to_model_messages(messages: list[Message], settings: Settings,
-                      situation: Situation | None = None) -> list[dict[str, Any]]:
-    """The conversation in chat-completions form; every tool call gets its tool result."""
-    builder = _Builder(settings, situation)
+                      situation: Situation | None = None,
+                      vision: bool = False) -> list[dict[str, Any]]:
+    """The conversation in chat-completions form; every tool call gets its tool result. With
+    `vision`, the images a run displayed follow its result (in a user message: not every
+    provider takes images in a tool result), and the user's attachments are in their message."""
+    builder = _Builder(settings, situation, vision)
     for m in messages:
         builder.add(m)
     builder.settle()
+    builder.flush_images()
     return builder.out
 
 
@@ -90,8 +95,12 @@ class _Builder:
     """Walks the conversation once: a code message and what followed it (its confirmation and
     outputs) are held until the next message of the model or the user, then become one result."""
 
-    def __init__(self, settings: Settings, situation: Situation | None) -> None:
+    def __init__(self, settings: Settings, situation: Situation | None,
+                 vision: bool = False) -> None:
         self.tools = settings.tool_calls
+        self.vision = vision
+        # Runs' images, sent once the tool results of the model's message are all in.
+        self.images: list[dict[str, Any]] = []
         self.out: list[dict[str, Any]] = [{"role": "system",
                                            "content": system_message(settings, situation)}]
         self.assistant: dict[str, Any] | None = None  # the model message being built
@@ -99,8 +108,11 @@ class _Builder:
         self.user_runs: list[list[Message]] = []  # the user's own runs since the last message
 
     def add(self, m: Message) -> None:
-        if m.type == "error" or m.type == "image" or (m.role == "computer" and m.type == "code"):
-            return  # for the user's eyes: turn errors, displayed images and HTML
+        if m.type == "image":
+            self._image(m)
+            return
+        if m.type == "error" or (m.role == "computer" and m.type == "code"):
+            return  # for the user's eyes: turn errors, displayed HTML
         if m.role == "user" and m.type == "code":
             self.user_runs.append([m])
             return
@@ -113,16 +125,42 @@ class _Builder:
             content = with_context(m.content, m.context)
             if self.user_runs:
                 content = f"{self._user_runs_note()}\n\n{content}"
-            self.out.append({"role": "user", "content": content})
+            self._append({"role": "user", "content": content})
         elif m.role == "assistant" and m.type == "message":
             self.settle()
             self.assistant = {"role": "assistant", "content": m.content}
-            self.out.append(self.assistant)
+            self._append(self.assistant)
         elif m.role == "assistant" and m.type == "code":
             self.settle()
             self._code(m)
             self.pending.append(m)
         elif self.pending:
+            self.pending.append(m)
+
+    def _append(self, message: dict[str, Any]) -> None:
+        self.flush_images()
+        self.out.append(message)
+
+    def flush_images(self) -> None:
+        if self.images:
+            self.out.append({"role": "user", "content": [
+                {"type": "text", "text": images.IMAGES_NOTE}, *self.images]})
+            self.images = []
+
+    def _image(self, m: Message) -> None:
+        """An image the user attached goes with their message; one a run displayed, with the
+        run's result (vision only: the result's text names it anyway)."""
+        if m.role == "user" and self.out and self.out[-1]["role"] == "user":
+            last = self.out[-1]
+            parts = (last["content"] if isinstance(last["content"], list)
+                     else [{"type": "text", "text": last["content"]}])
+            part = images.part(m.format, m.content) if self.vision else None
+            parts.append(part or {"type": "text", "text": (
+                "[the user attached an image; you cannot see it: "
+                + ("vision is off]" if not self.vision else "its format cannot be sent]"))})
+            last["content"] = parts
+        elif m.role == "computer" and self.vision and self.pending \
+                and m.turn_id == self.pending[0].turn_id:  # not a display of the user's run
             self.pending.append(m)
 
     def _user_runs_note(self) -> str:
@@ -146,14 +184,14 @@ class _Builder:
             fenced = f"```{m.format or ''}\n{m.content}\n```"
             if self.assistant is None:
                 self.assistant = {"role": "assistant", "content": fenced}
-                self.out.append(self.assistant)
+                self._append(self.assistant)
             else:
                 self.assistant["content"] = (
                     f"{self.assistant['content'] or ''}\n{fenced}".lstrip())
             return
         if self.assistant is None:
             self.assistant = {"role": "assistant", "content": None}
-            self.out.append(self.assistant)
+            self._append(self.assistant)
         args = (m.content if m.format == "text"
                 else json.dumps({"language": m.format, "code": m.content}))
         self.assistant.setdefault("tool_calls", []).append({
@@ -167,7 +205,8 @@ class _Builder:
         code, rest = self.pending[0], self.pending[1:]
         self.pending = []
         ran = next((m for m in rest if m.type == "confirmation"), None)
-        results = [m.content for m in rest if m.type in ("console", "image")]
+        results = [m.content for m in rest if m.type == "console"]
+        shown = [m for m in rest if m.type == "image"]
         if ran is None and not results:
             result = "The user declined to run this code; it did not run."
         else:
@@ -179,5 +218,7 @@ class _Builder:
             self.out.append({"role": "tool", "tool_call_id": code.tool_call_id,
                              "content": result})
         else:
-            self.out.append({"role": "user",
-                             "content": f"{OUTPUT_PREFIX}{code.format} code:\n{result}"})
+            self._append({"role": "user",
+                          "content": f"{OUTPUT_PREFIX}{code.format} code:\n{result}"})
+        parts = [p for m in shown if (p := images.part(m.format, m.content)) is not None]
+        self.images += parts[:images.PER_RUN]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..executors import registry
-from ..executors.base import Chunk, Executor, RunResult
+from ..executors.base import Chunk, Emit, Executor, ReadInput, RunResult
 from ..executors.gateway.config import GatewayConfig
 from ..executors.sandbox import blocked
 from ..executors.sandbox.policy import Sandbox
@@ -44,10 +44,15 @@ def sandbox_of(settings: Settings) -> Sandbox:
     return Sandbox(settings.sandbox or "off", settings.sandbox_network)
 
 
+# (turn id, the run's emit) -> how that run's programs read input
+Asker = Callable[[str, Emit], ReadInput]
+
+
 class Repls:
     def __init__(self, folder: Path, settings: Callable[[], Settings], tell: Tell,
-                 streamer: Streamer, activity: Activity) -> None:
+                 streamer: Streamer, activity: Activity, asker: Asker | None = None) -> None:
         self.folder = folder
+        self._asker = asker
         self._settings = settings
         self._streamer = streamer
         self._activity = activity
@@ -97,6 +102,7 @@ class Repls:
             settings = self._settings()
             executor.active_line = settings.active_line
             executor.pass_keys = settings.pass_keys_to_repls  # for its next (re)start
+            executor.read_input = None if self._asker is None else self._ask(turn_id, emit)
             if not outside:
                 await self._sandbox_to(executor, sandbox_of(settings), emit)
                 self._ran.add(name)
@@ -145,6 +151,16 @@ class Repls:
             await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
                        f"otherwise ({names}); their variables are lost.", [])
         await asyncio.gather(*(ex.restart() for ex in stale))
+
+    def _ask(self, turn_id: str, emit: Emit) -> ReadInput:
+        assert self._asker is not None
+        ask = self._asker(turn_id, emit)
+
+        async def read_input(prompt: str, password: bool) -> str | None:
+            self._streamer.flush()  # the prompt, shown before the client is asked
+            return await ask(prompt, password)
+
+        return read_input
 
     async def restart_all(self) -> None:
         settings = self._settings()

@@ -61,9 +61,14 @@ class Settings(BaseModel):
     system_message: str | None = None
     max_output: int = Field(default=2800, gt=0)
     execution_timeout: float | None = Field(default=None, gt=0)
+    # Seconds a program's read waits for the user's answer (oi/input) before it fails.
+    input_timeout: float = Field(default=300.0, gt=0)
     active_line: bool = False  # stream which line runs (Python, bash); see executors/active_line
     max_steps: int = Field(default=30, gt=0)
     tool_calls: bool = True
+    # The model sees the images runs display and the user attaches: auto is when litellm says
+    # it takes images (core/vision.py).
+    vision: bool | Literal["auto"] = "auto"
     kernel_name: str = "python3"
     # Whether the workspace is trusted: its .oi/profile.yaml applies and it may auto-run. The
     # editor's word when it sends one (VS Code's Workspace Trust, initializationOptions), else

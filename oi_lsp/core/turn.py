@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ..executors.base import RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
-from . import context_window, llm, run_output, tool_calls
+from . import context_window, llm, run_output, tool_calls, vision
 from .activity import Activity
 from .approval import TurnGate
 from .conversation import Conversation
@@ -76,8 +76,11 @@ class Turn:
         self.conversation.record(message)
         return message
 
-    async def run(self, text: str, context: EditorContext | None) -> Outcome:
+    async def run(self, text: str, context: EditorContext | None,
+                  images: list[tuple[str, str]] | None = None) -> Outcome:
         self._say("user", "message", text, context=_kept(context))
+        for format_, content in images or []:  # attached: (format, base64)
+            self._say("user", "image", content, format_)
         if self._situate is not None:
             self.situation = await self._situate()
         try:
@@ -132,11 +135,17 @@ class Turn:
 
     async def _fitted(self) -> list[dict[str, Any]]:
         """The conversation for the model, trimmed to its context window."""
-        messages = to_model_messages(self.messages, self.settings, self.situation)
-        if not self.settings.model:
-            return messages  # llm.stream says what to configure
+        if not self.settings.model:  # llm.stream says what to set
+            return to_model_messages(self.messages, self.settings, self.situation)
         litellm = await llm.warm_up()
-        return await asyncio.to_thread(context_window.fit, litellm, self.settings, messages)
+        sees = vision.enabled(litellm, self.settings)
+        kept = list(self.messages)  # read in a thread (images are shrunk there) as they are now
+
+        def build() -> list[dict[str, Any]]:
+            return context_window.fit(litellm, self.settings, to_model_messages(
+                kept, self.settings, self.situation, vision=sees))
+
+        return await asyncio.to_thread(build)
 
     async def _account(self, sent: list[dict[str, Any]], reply: llm.Reply) -> None:
         """Count the call's tokens and price them (estimates, with litellm's tables)."""

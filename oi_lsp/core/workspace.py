@@ -25,7 +25,7 @@ from ..protocol import (
     TurnEvent,
     Usage,
 )
-from . import magic
+from . import attachments, magic, user_input
 from .activity import Activity
 from .aio import cancelling
 from .approval import Approvals, Gate
@@ -77,7 +77,9 @@ class Workspace:
         self.transcript = Transcript(self.conversation, uri)
         self.streamer = Streamer(self._send, uri, link.backlog)
         self.activity = Activity(self.streamer)
-        self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity)
+        self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity,
+                           lambda turn_id, emit: user_input.asker(
+                               link, uri, turn_id, self.settings().input_timeout, emit))
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals
         self._turn: asyncio.Task[Outcome] | None = None
@@ -168,6 +170,7 @@ class Workspace:
             assert self._ending is not None
             await asyncio.wait([self._ending])
         self.check_idle()
+        images = await attachments.load(params.attachments)  # refused before anything starts
         await self.trust.check()  # the profiles again; asks about new untrusted ones
         self.check_idle()  # another turn may have started while the user was asked
         turn_id = new_turn_id()
@@ -178,7 +181,7 @@ class Workspace:
             work = self._magic(turn_id, params.message, settings)
         else:
             turn = self._new_turn(turn_id, settings)
-            work = turn.run(params.message, params.context)
+            work = turn.run(params.message, params.context, images)
         self._event(turn_id, "chat", "running")
         self._turn_id = turn_id
         task = self._turn = asyncio.create_task(work)

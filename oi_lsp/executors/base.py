@@ -6,7 +6,7 @@ import asyncio
 import functools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
@@ -69,6 +69,8 @@ class RunResult:
 
 
 Emit = Callable[[Chunk], None]
+# (prompt, password) -> the line the user typed, or None: the read ends as at end of input.
+ReadInput = Callable[[str, bool], Awaitable[str | None]]
 
 
 class Executor(ABC):
@@ -94,6 +96,10 @@ class Executor(ABC):
     def sandbox_state(self) -> SandboxState | None:
         """The sandbox mode of the running REPL, for oi/status: None before it starts."""
         return None if self.started_sandbox is None else self.started_sandbox.mode
+
+    # Set by the session before a run: how a program of the run that reads input is answered
+    # (Python kernels: input_request; shells: reads of their terminal). None: reads fail.
+    read_input: ReadInput | None = None
 
     @abstractmethod
     async def start(self) -> None: ...

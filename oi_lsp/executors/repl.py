@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 
 from .. import languages
-from . import active_line
+from . import active_line, terminal_input
 from .base import Chunk, Emit, Executor, RunResult, driver
 from .process import (
     PROCESS_INTERRUPT_GRACE,
@@ -65,6 +65,8 @@ class ReplSpec:
     channel: str = "fd"
     setup: str = ""
     line_command: Callable[[str, str, str], str] | None = None  # (file, token, line token)
+    # The code reads a terminal of its own (terminal_input.py): its commands say NO_INPUT.
+    terminal: bool = False
 
     @property
     def suffix(self) -> str:
@@ -77,9 +79,14 @@ def _q(path: str) -> str:
 
 
 # Shells: SIGINT ends the sourced file with status 130 and leaves the shell itself alive.
-# The code's stdin is /dev/null opened for writing: a read fails at once (bad file descriptor).
+# The code's stdin is /dev/null opened for writing: a read fails at once (bad file descriptor);
+# with a terminal (terminal_input.py), the terminal instead.
+NO_INPUT = "0>/dev/null"
+TERMINAL = f"0<&{terminal_input.FD}"
+
+
 def _posix_command(path: str, token: str) -> str:
-    return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; . {_q(path)} 0>/dev/null; "
+    return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; . {_q(path)} {NO_INPUT}; "
             f"printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$?\"\n")
 
 
@@ -90,7 +97,7 @@ def _bash_line_command(path: str, token: str, line_token: str) -> str:
     report = (f"[[ ${{BASH_SOURCE[0]-}} == {_q(path)} ]] && "
               f"printf '\\002{line_token}:%d\\003' \"$LINENO\" >&19")
     return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; set -T; trap {_q(report)} DEBUG; "
-            f". {_q(path)} 0>/dev/null 19>&1; __oi_s=$?; trap - DEBUG; set +T; "
+            f". {_q(path)} {NO_INPUT} 19>&1; __oi_s=$?; trap - DEBUG; set +T; "
             f"printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$__oi_s\"\n")
 
 
@@ -127,7 +134,8 @@ def shell_spec(language: str, program: str) -> ReplSpec:
     argv: tuple[str, ...] = (program, "--noprofile", "--norc") if name == "bash" else (
         (program, "-f") if name == "zsh" else (program,))
     return ReplSpec(language, argv, _posix_command, "stdin", _POSIX_SETUP,
-                    _bash_line_command if name == "bash" else None)
+                    _bash_line_command if name == "bash" else None,
+                    terminal=name in ("bash", "zsh") and terminal_input.supported())
 
 
 def node_spec(program: str) -> ReplSpec:
@@ -163,6 +171,7 @@ class ReplExecutor(Executor):
         self._runs = 0
         self._lost: str | None = None  # why the previous REPL ended, told on the next run
         self._line_token = active_line.new_token()
+        self._terminal: terminal_input.TerminalInput | None = None
 
     @property
     def name(self) -> str:
@@ -201,6 +210,13 @@ class ReplExecutor(Executor):
         self._reader = OutputReader(self._proc.stdout)
         if self.spec.setup:
             self._send(self.spec.setup)
+        if self.spec.terminal:
+            try:
+                self._terminal = terminal_input.TerminalInput()
+            except OSError as exc:  # no pseudo-terminals here: reads fail, as without one
+                log.warning("no terminal for the %s REPL's input: %s", self.name, exc)
+            else:
+                self._send(self._terminal.setup())
         log.info("%s REPL started (pid %s) in %s", self.name, self._proc.pid, self.cwd)
 
     def _send(self, text: str) -> None:
@@ -231,6 +247,9 @@ class ReplExecutor(Executor):
     async def _stop_process(self) -> None:
         proc, self._proc = self._proc, None
         self._close_fd()
+        if self._terminal is not None:
+            self._terminal.close()
+            self._terminal = None
         if proc is None:
             return
         if proc.stdin is not None:
@@ -301,6 +320,11 @@ class ReplExecutor(Executor):
         command = (self.spec.line_command(str(path), token, self._line_token)
                    if lines and self.spec.line_command is not None
                    else self.spec.command(str(path), token))
+        serving = None
+        if self._terminal is not None:
+            command = command.replace(NO_INPUT, TERMINAL, 1)
+            emit = self._terminal.tracking(emit)
+            serving = self._serve_input(self._terminal)
         self._reader.begun = False
         since = run_start()
         try:
@@ -311,6 +335,19 @@ class ReplExecutor(Executor):
             raise
         except (BrokenPipeError, ConnectionResetError):
             return None
+        finally:
+            if serving is not None:
+                serving.cancel()
+                await asyncio.wait([serving])  # its terminal is quiet before the next run
+
+    def _serve_input(self, terminal: terminal_input.TerminalInput) -> asyncio.Task[None]:
+        """Answer the run's reads of the terminal (end of input when nobody can answer)."""
+
+        async def no_answer(prompt: str, password: bool) -> str | None:
+            return None
+
+        return asyncio.create_task(terminal.serve(lambda: self.pid,
+                                                  self.read_input or no_answer))
 
     async def _ensure(self, emit: Emit) -> None:
         """A REPL to run in: started on first use, started anew (saying so) after it died."""

@@ -15,6 +15,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.workspace import TextDocument
 
 from .. import languages, protocol
+from ..core.attachments import AttachmentError
 from ..core.settings import SettingsError
 from ..core.store import ConversationInUse, DamagedConversation, UnknownConversation
 from ..core.workspace import Busy, Workspace
@@ -52,6 +53,8 @@ def refusals(command: str | None = None) -> Iterator[None]:
         raise JsonRpcException(str(exc), code=protocol.REQUEST_FAILED) from None
     except UnknownConversation as exc:
         raise JsonRpcInvalidParams(f"id: {exc}") from None
+    except AttachmentError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from None
 
 
 def arguments(model: type[protocol.M], args: tuple[Any, ...], text_field: str = "") -> protocol.M:

@@ -18,11 +18,12 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__, protocol
 from ..core.aio import log_failure
 from ..core.approval import Answer, Approvals
+from ..core.link import NoInput
 from ..core.settings import SettingsError, check, client_section, env_layer, split_known
 from ..core.store import Store
 from ..core.workspace import Workspace
 from ..core.workspaces import Workspaces
-from ..protocol import Proposal
+from ..protocol import InputParams, InputResult, Proposal
 from .jsonrpc import raw_params_converter
 from .network import GatedProtocol
 from .plain import PlainClient
@@ -42,6 +43,7 @@ class OIServer(LanguageServer):
         self.env = env_layer()
         self.client_settings: dict[str, Any] = {}
         self.oi_client = False  # the client renders oi/stream and oi/proposal itself
+        self.input_client = False  # the client answers oi/input (experimental.oiInput)
         self.workspaces = Workspaces(self._new_workspace)
         self.warming: asyncio.Future[None] | None = None  # litellm's load, once it may start
         self.shut_down = False  # the client asked for `shutdown` (the exit status says so)
@@ -53,6 +55,8 @@ class OIServer(LanguageServer):
         """initialize: what the client renders itself, and what it can show."""
         experimental = capabilities.experimental
         self.oi_client = isinstance(experimental, dict) and bool(experimental.get("oi"))
+        self.input_client = isinstance(experimental, dict) and bool(
+            experimental.get(protocol.INPUT_CAPABILITY))
         self.plain = None if self.oi_client else PlainClient(self, capabilities)
 
     def capabilities_built(self, capabilities: types.ServerCapabilities) -> None:
@@ -100,6 +104,21 @@ class OIServer(LanguageServer):
         if self.plain is None:
             return await answer
         return await self.plain.ask(proposal, answer)
+
+    async def read_input(self, params: InputParams) -> str | None:
+        if not self.input_client:
+            raise NoInput("this editor cannot answer it (it does not declare "
+                          f"experimental.{protocol.INPUT_CAPABILITY} for oi/input)")
+        try:
+            answer = await self.protocol.send_request_async(protocol.INPUT, params.wire())
+        except JsonRpcException as exc:
+            raise NoInput(f"the editor could not ask ({exc.message})") from None
+        if answer is None:
+            return None
+        try:
+            return InputResult.model_validate(answer).value
+        except ValueError:
+            raise NoInput("the editor's answer was not {value: string}") from None
 
     async def tell(self, text: str, actions: list[str]) -> str | None:
         if not actions:

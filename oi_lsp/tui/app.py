@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
+from . import attach
 from .approval import Approval
 from .questions import ask
 from .state import ChatState
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="a settings profile of the server, by name")
     parser.add_argument("--workspace", default=".", metavar="DIR",
                         help="the folder whose conversation and REPLs to use (default: here)")
+    parser.add_argument("--attach", action="append", default=[], metavar="IMAGE",
+                        help="attach an image file to the first message (repeatable); at the "
+                             "prompt, %%attach IMAGE attaches one to the next message")
     parser.add_argument("--exec", nargs=2, metavar=("LANG", "CODE"),
                         help="run CODE in the workspace's LANG REPL, print its output, exit")
 
@@ -80,11 +84,13 @@ class Chat:
         self.deferred: list[str] = []  # server messages that arrive during a turn
         self.main_task: asyncio.Task[Any] | None = None
         self.model = ""
+        self.attachments: list[dict[str, Any]] = []  # for the next message
 
     async def run(self) -> int:
         from rich.console import Console
 
         from ..client import OIClient, to_uri
+        from . import input_box
         from .line_input import LineReader
         from .render import Renderer
 
@@ -103,10 +109,11 @@ class Chat:
             # never the server or its kernels.
             await state.client.start(new_session=True)
             state.client.listeners.append(self._on_notification)
-            await state.client.initialize([self.folder])
+            state.client.input_box = lambda params: input_box.answer(state, params)
+            await state.client.initialize([self.folder], answers_input=True)
             if self.args.exec:
                 return await self._exec(*self.args.exec)
-            if not await self._configure():
+            if not await self._configure() or not self._attach(*self.args.attach):
                 return USAGE
             if self.interactive:
                 return await self._interactive()
@@ -185,8 +192,22 @@ class Chat:
             line = await state.prompt("> ")
             if line is None:
                 return OK
-            if line.strip():
+            if attach.is_command(line.strip()):
+                self._attach(line.strip().removeprefix(attach.COMMAND))
+            elif line.strip():
                 await self._turn(line.strip())
+
+    def _attach(self, *paths: str) -> bool:
+        """Attach images to the next message; False (and why shown) for one that cannot be."""
+        for path in paths:
+            try:
+                self.attachments.append(attach.attachment(path))
+            except ValueError as exc:
+                self.state.ui.error(f"Not attached: {exc}")
+                return False
+            self.state.ui.note(f"[attached {Path(path.strip()).name}: sent with the next "
+                               "message]")
+        return True
 
     async def _one_shot(self, message: str) -> int:
         status = await self._turn(message)
@@ -200,7 +221,9 @@ class Chat:
         state = self.state
         state.busy, state.stopping, state.always = True, False, False
         try:
-            result = await state.client.chat(message, workspace=state.workspace)
+            sent, self.attachments = self.attachments, []
+            result = await state.client.chat(message, workspace=state.workspace,
+                                             **({"attachments": sent} if sent else {}))
         except JsonRpcException as exc:  # e.g. a turn of another client of this folder runs
             result = {"status": "error", "error": exc.message}
         finally:

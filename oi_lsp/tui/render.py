@@ -98,6 +98,9 @@ class Renderer:
         self._blocks = 0  # blocks of the current message printed for good
         self._drawn = 0.0
         self._line_start = True  # raw output ended with a newline (or none was written)
+        # An answer typed for a program (oi/input) the terminal showed already: taken off the
+        # front of the output that echoes it.
+        self.echoed = ""
 
     # oi/stream chunks --------------------------------------------------------------------------
 
@@ -115,6 +118,7 @@ class Renderer:
             pass  # the code is already printed above its output: no line to highlight
         elif type_ == "console":
             self.finish()
+            content = self._unechoed(content)
             if content:
                 self.raw(safe_output(content))
         elif type_ == "image" and content:
@@ -127,6 +131,17 @@ class Renderer:
                       f"{len(content)} characters]")
         # `status` needs no drawing; `confirmation` is shown by the app (it knows what was
         # proposed, so it shows the code again only when the user edited it).
+
+    def _unechoed(self, content: str) -> str:
+        same = 0
+        while same < min(len(content), len(self.echoed)) and \
+                content[same] == self.echoed[same]:
+            same += 1
+        if same < min(len(content), len(self.echoed)):  # other output came first
+            self.echoed = ""
+            return content
+        self.echoed = self.echoed[same:]
+        return content[same:]
 
     def _message(self, content: str) -> None:
         if self._live is None and not self._pending:
@@ -175,6 +190,11 @@ class Renderer:
         self.console.file.write(text)
         self.console.file.flush()
         self._line_start = text.endswith("\n")
+
+    @property
+    def at_start(self) -> bool:
+        """Whether the output so far ends a line."""
+        return self._line_start
 
     def at_line_start(self) -> None:
         """The terminal moved to a new line by itself (it echoed an Enter)."""

@@ -342,3 +342,26 @@ def test_reload_shows_the_conversation_from_history(vscode: tuple[Workbench, Pat
     assert view["users"][-1] == "a fruit please"
     assert len(view["users"]) > 1  # the earlier scenarios' messages are back too
     wb.shot("reloaded")
+
+
+def test_program_input_in_an_input_box(vscode: tuple[Workbench, Path],
+                                       model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "import getpass\nname = input('name? ')\n"
+                                   "pw = getpass.getpass('Password: ')\n"
+                                   "print('hello', name, len(pw))"),
+                 ms.text("Greeted."))
+    wb("chatSend", text="greet me")
+    wb.answer("run")
+    title = "Open Interpreter: the program asks for input"
+    wb("quickInput", text="Ada", title=title)
+    wb("wait", selector=".quick-input-widget .quick-input-title", hasText=title)
+    wb("wait", selector=".quick-input-widget input[type=password]")  # masked
+    wb.shot("input-password")
+    wb("quickInput", text="pw-secret", title=title)
+    wb.wait_output("hello Ada 9")
+    wb("chatWait", selector=".oi-assistant", hasText="Greeted.")
+    wb.wait_idle()
+    wb.shot("input-answered")
+    assert "hello Ada 9" in tool_results(model.requests[1])[-1]
+    assert "pw-secret" not in json.dumps(model.requests)

@@ -155,3 +155,16 @@ def test_input_enter_shift_enter_and_history(built_extension: Path,
         {"type": "send", "text": "first line\nsecond line"}, {"type": "send", "text": "another"},
         {"type": "stop"}]
     assert EXT.is_dir()
+
+
+def test_pasted_and_dropped_images_go_with_the_message(built_extension: Path,
+                                                       playwright_env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    image = base64.b64encode(png(8, 6)).decode()
+    report = page(built_extension, playwright_env, tmp_path, mode="attach", png=image,
+                  screenshot=str(ARTIFACTS / "input-vision" / "vscode-webview-attached.png"))
+    assert report["chips"] == ["pasted.png✕", "dropped.png✕"]
+    assert report["chipsAfter"] == 0  # sent with the message, not again with the next
+    assert [m for m in report["posted"] if m["type"] != "ready"] == [
+        {"type": "send", "text": "what are these?",
+         "attachments": [{"data": image, "mimeType": "image/png"}] * 2}]

@@ -3,7 +3,7 @@
 // own router (out/router.js), with acquireVsCodeApi replaced by a recorder of what it posts.
 // Usage: node webview_page.mjs <input.json>; prints a JSON report of what the page shows.
 // input: {mode: "replay", notifications: [[method, params]], folders, decisions: [...], history,
-//         screenshot} or {mode: "input", screenshot}
+//         screenshot} or {mode: "input", screenshot} or {mode: "attach", png (base64), screenshot}
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
@@ -108,6 +108,27 @@ try {
         report.down2 = await box.inputValue();
         await box.press('Enter'); // empty: nothing is sent
         await page.locator('#oi-stop').evaluate((b) => b.click());
+    } else if (input.mode === 'attach') {
+        // A pasted PNG, then a drop of a PNG and a text file (not an image: left alone).
+        await page.evaluate((png) => {
+            const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
+            const box = document.getElementById('oi-input');
+            const pasted = new DataTransfer();
+            pasted.items.add(new File([bytes], 'pasted.png', { type: 'image/png' }));
+            box.dispatchEvent(new ClipboardEvent('paste', { clipboardData: pasted, bubbles: true, cancelable: true }));
+            const dropped = new DataTransfer();
+            dropped.items.add(new File([bytes], 'dropped.png', { type: 'image/png' }));
+            dropped.items.add(new File(['text'], 'notes.txt', { type: 'text/plain' }));
+            box.dispatchEvent(new DragEvent('drop', { dataTransfer: dropped, bubbles: true, cancelable: true }));
+        }, input.png);
+        await page.waitForFunction(() => document.querySelectorAll('.oi-attachment').length === 2);
+        report.chips = await page.evaluate(() => [...document.querySelectorAll('.oi-attachment')].map((e) => e.textContent));
+        if (input.screenshot) await page.screenshot({ path: input.screenshot });
+        const box = page.locator('#oi-input');
+        await box.click();
+        await box.pressSequentially('what are these?');
+        await box.press('Enter');
+        report.chipsAfter = await page.evaluate(() => document.querySelectorAll('.oi-attachment').length);
     }
     report.posted = await page.evaluate(() => window.__posted);
 } finally {

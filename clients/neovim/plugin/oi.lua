@@ -5,6 +5,8 @@ vim.g.loaded_oi = true
 local function cmd(name) return function(o) require("oi.commands")[name](o) end end
 local c = vim.api.nvim_create_user_command
 c("OIChat", cmd("chat"), { nargs = "*", desc = "oi: open the chat, optionally send a message" })
+c("OIAttach", cmd("attach"), { nargs = 1, complete = "file",
+  desc = "oi: attach an image file to the next message" })
 c("OIRun", cmd("run"), { nargs = "*", range = true, desc = "oi: instruction with the selection as context" })
 c("OIExec", cmd("exec"), { range = true, desc = "oi: run the lines in the workspace REPL" })
 c("OIStop", cmd("stop"), { desc = "oi: stop the running turn and runs" })

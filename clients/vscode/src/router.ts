@@ -6,8 +6,15 @@ import { fileURLToPath } from 'node:url';
 export const STREAM = 'oi/stream';
 export const PROPOSAL = 'oi/proposal';
 export const TURN = 'oi/turn';
+/** Server → client request: a running program reads a line. */
+export const INPUT = 'oi/input';
+
+export interface InputParams { workspace: string; turnId: string; prompt: string; password?: boolean }
 
 export interface Folder { uri: string; name: string }
+
+/** An image pasted or dropped into the chat's input, sent with the next message (oi/chat). */
+export interface Attachment { data: string; mimeType: string }
 
 /** Messages the extension posts to the webview. */
 export type ToWebview =
@@ -24,7 +31,7 @@ export type ToWebview =
 /** Messages the webview posts to the extension. */
 export type FromWebview =
     | { type: 'ready' }
-    | { type: 'send'; text: string }
+    | { type: 'send'; text: string; attachments?: Attachment[] }
     | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit' | 'outside'; code?: string; always?: 'command' }
     | { type: 'stop' }
     | { type: 'reset' }
@@ -136,7 +143,9 @@ export class Router {
         switch (message.type) {
             case 'send': {
                 const text = message.text.trim();
-                return text ? { method: 'oi/chat', params: { message: text, ...workspace } } : undefined;
+                if (!text) return undefined;
+                const attachments = message.attachments?.length ? { attachments: message.attachments } : {};
+                return { method: 'oi/chat', params: { message: text, ...attachments, ...workspace } };
             }
             case 'approve': {
                 this.pending.delete(message.proposalId);

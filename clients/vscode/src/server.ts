@@ -6,17 +6,18 @@ import {
     type StaticFeature, type ClientCapabilities, type FeatureState,
 } from 'vscode-languageclient/node';
 import { selectedInterpreter } from './python';
-import { PROPOSAL, STREAM, TURN } from './router';
+import { INPUT, type InputParams, PROPOSAL, STREAM, TURN } from './router';
 import { configuredServer, serverSettings, settingsUpdate } from './settings';
 import { findServer } from './serverPath';
 
 export const API_KEY_SECRET = 'oi.apiKey';
 
-/** Announces `experimental.oi`: this client renders oi/stream and oi/proposal itself. */
+/** Announces `experimental.oi`: this client renders oi/stream and oi/proposal itself; and
+ * `experimental.oiInput`: it answers oi/input. */
 class OiFeature implements StaticFeature {
     getState(): FeatureState { return { kind: 'static' }; }
     fillClientCapabilities(capabilities: ClientCapabilities): void {
-        capabilities.experimental = { ...(capabilities.experimental as object | undefined), oi: true };
+        capabilities.experimental = { ...(capabilities.experimental as object | undefined), oi: true, oiInput: true };
     }
     initialize(): void { /* nothing to set up: the capability is all */ }
     clear(): void { /* nothing to undo */ }
@@ -101,6 +102,15 @@ export class Server implements vscode.Disposable {
         };
         const client = new LanguageClient('oi', 'Open Interpreter', serverOptions, clientOptions);
         client.registerFeature(new OiFeature());
+        // A running program reads input: an input box (masked for a password); undefined
+        // (Escape, or the request cancelled) answers null, and the read fails.
+        client.onRequest(INPUT, async (params: InputParams, token: vscode.CancellationToken) => {
+            const value = await vscode.window.showInputBox({
+                title: 'Open Interpreter: the program asks for input',
+                prompt: params.prompt || 'input', password: !!params.password, ignoreFocusOut: true,
+            }, token);
+            return value === undefined ? null : { value };
+        });
         for (const method of [STREAM, PROPOSAL, TURN]) {
             client.onNotification(method, (params: unknown) => {
                 for (const listener of this.listeners) listener(method, params);

@@ -15,6 +15,8 @@ export interface ServerSettings {
     /** docs/protocol.md, Approval rules: checked by the server, which names a bad rule. */
     autoRunRules?: unknown[];
     executionTimeout?: number;
+    /** Whether the model sees images; absent: "auto" (when litellm says it can). */
+    vision?: boolean;
     /** False in a workspace the user has not trusted: the server then never auto-runs. */
     trusted: boolean;
 }
@@ -39,6 +41,8 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     }
     const rules = config.get<unknown>('autoRunRules');
     if (Array.isArray(rules) && rules.length > 0) settings.autoRunRules = rules;
+    const vision = config.get<unknown>('vision');
+    if (vision === 'on' || vision === 'off') settings.vision = vision === 'on';
     if (apiKey) settings.apiKey = apiKey;
     return settings;
 }

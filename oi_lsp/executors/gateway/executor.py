@@ -16,7 +16,7 @@ from pathlib import Path
 from ...files import atomic_write, data_dir, digest
 from ...protocol import SandboxState
 from ..base import Emit, Executor, RunResult
-from ..jupyter.messages import Cell, Gone, Notice, collect, settle
+from ..jupyter.messages import Answers, Cell, Gone, Notice, collect, settle
 from .client import GatewayClient, GatewayError
 from .config import GatewayConfig
 
@@ -124,17 +124,25 @@ class GatewayKernelExecutor(Executor):
             cell = Cell()
             msg = self._client.session.msg("execute_request", {
                 "code": code, "silent": False, "store_history": True, "user_expressions": {},
-                "allow_stdin": False, "stop_on_error": True})
+                "allow_stdin": self.read_input is not None, "stop_on_error": True})
             msg_id = msg["header"]["msg_id"]
             self._client.routes[msg_id] = cell.queue
+            answers = Answers(self.read_input, self._reply, emit)
             try:
                 await self._client.send("shell", msg)
-                return await collect(cell, emit, self._quiet, self._notified)
+                return await collect(cell, emit, self._quiet, self._notified,
+                                     stdin=answers.request)
             except asyncio.CancelledError:
                 await self._settle(cell)
                 raise
             finally:
+                answers.close()
                 del self._client.routes[msg_id]
+
+    async def _reply(self, value: str) -> None:
+        """An input_reply, on the stdin channel of the kernel's WebSocket."""
+        await self._client.send("stdin", self._client.session.msg("input_reply",
+                                                                  {"value": value}))
 
     async def _quiet(self) -> Gone | None:
         """A run heard nothing for a while: the reader tells when the gateway is lost."""

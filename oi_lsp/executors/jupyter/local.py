@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import mmap
 import os
 import shutil
 import signal
-import struct
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -31,7 +29,8 @@ from ..process import (
 )
 from ..sandbox.policy import private_dir
 from . import records
-from .messages import Cell, Gone, Message, Notice, NotTaken, collect, settle
+from .channels import Channels
+from .messages import Answers, Cell, Gone, Notice, NotTaken, collect, settle
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +78,10 @@ class KernelExecutor(Executor):
         self._km: AsyncKernelManager | None = None
         self._kc: Any = None
         self._ready: asyncio.Task[None] | None = None
-        self._readers: list[asyncio.Task[None]] = []
-        self._routes: dict[str, asyncio.Queue[Message]] = {}  # request msg_id -> its queue
+        self._channels = Channels()  # its messages, to the run each answers
         self._lock = asyncio.Lock()
         self._line_token = active_line.new_token()
-        self._line_on = False  # whether the kernel reports active lines now
-        self._prepared = False  # whether _prepare ran in this kernel
-        self._pacing = Pacing()  # how much of the kernel's output the server has read
+        self._line_on = self._prepared = False  # active lines reported now; _prepare ran
         self._private_base: Path | None = None
 
     # Lifecycle -----------------------------------------------------------------------------
@@ -112,10 +108,10 @@ class KernelExecutor(Executor):
             if choosing is not None:
                 await asyncio.to_thread(choosing.release)
         if reattached:
-            self._start_readers()
+            self._channels.start(self._kc)
             return
         await self._launch()
-        self._start_readers()
+        self._channels.start(self._kc)
         # A kernel's first cell pays for setup the next ones do not (profiled: the first run
         # in a new workspace took 2.5x a warm one). Pay it here, while the workspace opens.
         with contextlib.suppress(TimeoutError):  # only an optimisation: never fail a start
@@ -215,30 +211,6 @@ class KernelExecutor(Executor):
             self._adopted = record
         await asyncio.to_thread(records.save, record, self.record_path)
 
-    def _start_readers(self) -> None:
-        self._readers = [
-            asyncio.create_task(self._read(self._kc.iopub_channel, "iopub")),
-            asyncio.create_task(self._read(self._kc.shell_channel, "shell")),
-        ]
-
-    def _stop_readers(self) -> None:
-        for task in self._readers:
-            task.cancel()
-        self._readers = []
-
-    async def _read(self, channel: Any, name: str) -> None:
-        """Route every message to the run that sent its parent request. Straight from the
-        socket: get_msg() awaits a poll before each receive, a second wake-up per message."""
-        socket, session = channel.socket, self._kc.session
-        while True:
-            _, parts = session.feed_identities(await socket.recv_multipart())
-            msg = session.deserialize(parts)
-            route = self._routes.get(msg["parent_header"].get("msg_id", ""))
-            if route is not None:
-                route.put_nowait((name, msg))
-            elif msg["msg_type"] == "stream":  # nobody's: dropped, so read as far as pacing goes
-                self._pacing.read(len(msg["content"].get("text", "")))
-
     async def interrupt(self) -> None:
         if self._km is not None:
             await self._km.interrupt_kernel()
@@ -252,7 +224,7 @@ class KernelExecutor(Executor):
     async def restart(self) -> None:
         await self.start()
         # wait_for_ready reads the channels itself: the readers must not take its replies.
-        self._stop_readers()
+        self._channels.stop()
         try:
             if self._km is None:  # a reattached kernel has no manager here: start anew
                 adopted, self._adopted = self._adopted, None
@@ -271,12 +243,12 @@ class KernelExecutor(Executor):
                 await self._launch()  # records the new pid
         finally:
             self._line_on = self._prepared = False
-            self._start_readers()
+            self._channels.start(self._kc)
 
     async def shutdown(self) -> None:
         if self._ready is not None and not self._ready.done():
             self._ready.cancel()
-        self._stop_readers()
+        self._channels.stop()
         if self._kc is not None:
             self._kc.stop_channels()
         started = self._km is not None or self._adopted is not None
@@ -291,7 +263,7 @@ class KernelExecutor(Executor):
                 await asyncio.to_thread(records.kill, self._adopted)
             if started:
                 await asyncio.to_thread(records.forget, self.record_path)
-        self._pacing.close()
+        self._channels.pacing.close()
         self._km = self._kc = self._adopted = None
         if self._private_base is not None and not (self.keep and started):
             base, self._private_base = self._private_base, None
@@ -328,8 +300,8 @@ class KernelExecutor(Executor):
                     if not self._prepared:
                         await self._prepare()
                     if self.language == "python" and self.active_line != self._line_on:
-                        await self._silent(active_line.python_setup(self.active_line,
-                                                                    self._line_token))
+                        await self._channels.silent(self._kc, active_line.python_setup(
+                            self.active_line, self._line_token))
                         self._line_on = self.active_line
                     result = await self._run_cell(code, lines if self._line_on else emit)
                     if result is not None:
@@ -341,12 +313,16 @@ class KernelExecutor(Executor):
 
     async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
         """One execute request; None when the kernel died before it started the cell."""
-        cell = Cell(self._pacing.read)
-        msg_id = self._kc.execute(code, store_history=True, allow_stdin=False)
-        self._routes[msg_id] = cell.queue
+        cell = Cell(self._channels.pacing.read)
+        # With a way to answer, the code may read input (input(), getpass): each request
+        # goes to the user; without, ipykernel's StdinNotImplementedError says why it fails.
+        msg_id = self._kc.execute(code, store_history=True,
+                                  allow_stdin=self.read_input is not None)
+        self._channels.routes[msg_id] = cell.queue
         since = run_start()
+        answers = Answers(self.read_input, self._kc.input, emit)
         try:
-            return await collect(cell, emit, lambda: self._quiet(cell))
+            return await collect(cell, emit, lambda: self._quiet(cell), stdin=answers.request)
         except NotTaken:
             return None
         except asyncio.CancelledError:
@@ -359,31 +335,18 @@ class KernelExecutor(Executor):
                     await kill_members(group, exclude=group, since=since)
             raise
         finally:
-            del self._routes[msg_id]
+            answers.close()
+            del self._channels.routes[msg_id]
 
     async def _prepare(self) -> None:
         """Set up a new kernel (Python: long writes go out in pieces, drivers/ipython_output.py);
         the first cell also pays for setup the next ones do not."""
         self._prepared = True
+        code = "pass"
         if self.language == "python":
-            path = await asyncio.to_thread(self._pacing.open)
-            await self._silent(f"exec({driver('ipython_output.py')!r}, {{'ACK': {path!r}}})")
-        else:
-            await self._silent("pass")
-
-    async def _silent(self, code: str) -> None:
-        """Run housekeeping code that is no cell of the user's: no output, no history."""
-        cell = Cell()
-        msg_id = self._kc.execute(code, silent=True, store_history=False, allow_stdin=False)
-        self._routes[msg_id] = cell.queue
-        try:
-            async with asyncio.timeout(30):
-                while not cell.done:
-                    await cell.next()
-        finally:
-            del self._routes[msg_id]
-        if cell.reply is not None and cell.reply.get("status") != "ok":
-            log.warning("kernel setup code failed: %s", cell.reply.get("evalue"))
+            path = await asyncio.to_thread(self._channels.pacing.open)
+            code = f"exec({driver('ipython_output.py')!r}, {{'ACK': {path!r}}})"
+        await self._channels.silent(self._kc, code)
 
     async def _quiet(self, cell: Cell) -> Gone | None:
         """A run heard nothing for a while: is its kernel still there?"""
@@ -396,43 +359,6 @@ class KernelExecutor(Executor):
     async def _restart_unresponsive(self) -> None:
         log.warning("kernel ignored the interrupt; restarting it")
         await self.restart()
-
-
-class Pacing:
-    """The characters of a kernel's output the server has read, in a file both map: the
-    kernel waits while it is far ahead (drivers/ipython_output.py), so a flood waits in the
-    kernel, not in the server's memory."""
-
-    def __init__(self) -> None:
-        self._map: mmap.mmap | None = None
-        self._path: str | None = None
-        self._count = 0
-
-    def open(self) -> str:
-        """The shared counter's path (created once; blocking)."""
-        if self._path is None:
-            fd, self._path = tempfile.mkstemp(prefix="oi-lsp-read-")
-            try:
-                os.write(fd, bytes(8))
-                self._map = mmap.mmap(fd, 8)
-            finally:
-                os.close(fd)
-        return self._path
-
-    def read(self, size: int) -> None:
-        self._count += size
-        if self._map is not None:
-            struct.pack_into("Q", self._map, 0, self._count)
-
-    def close(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        if self._path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._path)
-            self._path = None
-        self._count = 0
 
 
 def _launcher(km: AsyncKernelManager | None) -> int | None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..base import Chunk, Emit, RunResult, strip_ansi
+from ..base import Chunk, Emit, ReadInput, RunResult, strip_ansi
 from ..stopping import interrupt_until_ended
 
 # How long an interrupted cell may take to answer before the kernel is restarted instead,
@@ -90,12 +90,50 @@ class NotTaken(Exception):
     """The kernel died before it took the cell: none of it ran, it may be sent again."""
 
 
+class Answers:
+    """The cell's input requests (stdin channel), each answered in a task of its own through
+    `read_input`, so output keeps streaming meanwhile; no answer is sent as end of input."""
+
+    def __init__(self, read_input: ReadInput | None,
+                 send: Callable[[str], Awaitable[None] | None], emit: Emit) -> None:
+        self._read_input = read_input
+        self._send = send
+        self._emit = emit
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def request(self, msg: dict[str, Any]) -> None:
+        if msg["msg_type"] != "input_request":
+            return
+        content = msg["content"]
+        task = asyncio.create_task(self._answer(str(content.get("prompt", "")),
+                                                bool(content.get("password"))))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, prompt: str, password: bool) -> None:
+        # The prompt is no stream output: shown here, then the answer, as a terminal would
+        # (a password never is).
+        if prompt:
+            self._emit(Chunk("console", "output", strip_ansi(prompt)))
+        value = None if self._read_input is None else await self._read_input(prompt, password)
+        shown = "" if value is None or password else value
+        self._emit(Chunk("console", "output", strip_ansi(f"{shown}\n")))
+        sent = self._send("\x04" if value is None else value)  # ipykernel: "\x04" is EOF
+        if sent is not None:
+            await sent
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+
 async def collect(cell: Cell, emit: Emit, quiet: Callable[[], Awaitable[Gone | None]],
-                  other: Callable[[str], Gone | None] = lambda channel: None) -> RunResult:
+                  other: Callable[[str], Gone | None] = lambda channel: None,
+                  stdin: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     """Emit the cell's output until its reply; the run's result. Whenever nothing came for
-    LIVENESS_INTERVAL, `quiet()` checks the kernel, and a message on a channel other than
-    iopub goes to `other` (the gateway client's own notices): a Gone from either ends the
-    run. `quiet` may raise NotTaken."""
+    LIVENESS_INTERVAL, `quiet()` checks the kernel; input requests go to `stdin`, and a
+    message on another channel to `other` (the gateway client's own notices): a Gone from
+    either ends the run. `quiet` may raise NotTaken."""
     while not cell.done:
         try:
             async with asyncio.timeout(LIVENESS_INTERVAL):
@@ -105,6 +143,9 @@ async def collect(cell: Cell, emit: Emit, quiet: Callable[[], Awaitable[Gone | N
         else:
             if channel == "iopub":
                 cell.output(msg, emit)
+                continue
+            if channel == "stdin" and stdin is not None:
+                stdin(msg)
                 continue
             gone = other(channel)
         if gone is not None:

@@ -41,6 +41,13 @@ local function handlers()
     ["oi/stream"] = on(function(root, p) require("oi.chat").on_stream(root, p) end),
     ["oi/proposal"] = on(function(root, p) require("oi.approval").on_proposal(root, p) end),
     ["oi/turn"] = on(function(root, p) require("oi.chat").on_turn(root, p) end),
+    -- A running program reads input: asked here, masked for a password; nil is a cancel.
+    ["oi/input"] = function(err, params)
+      if err then return vim.NIL end
+      local value = require("oi.input").ask(params)
+      if value == nil then return vim.NIL end
+      return { value = value }
+    end,
     -- The server's errors (a bad setting, a model error) go to the chat and to vim.notify.
     ["window/showMessage"] = function(err, params, ctx)
       local root = root_of[ctx.client_id]
@@ -63,7 +70,7 @@ function M.with_client(root, fn)
   end
   local cfg = require("oi").config
   local caps = vim.lsp.protocol.make_client_capabilities()
-  caps.experimental = vim.tbl_extend("force", caps.experimental or {}, { oi = true })
+  caps.experimental = vim.tbl_extend("force", caps.experimental or {}, { oi = true, oiInput = true })
   local config = {
     name = "oi",
     cmd = cfg.cmd,

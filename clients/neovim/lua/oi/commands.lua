@@ -4,10 +4,34 @@ local M = {}
 local client = require("oi.client")
 local chat = require("oi.chat")
 
---- Send a chat message (with an optional context) for `root`.
+local attached = {} -- root -> attachments for its next message (:OIAttach)
+local image_types = { png = "image/png", jpg = "image/jpeg", jpeg = "image/jpeg",
+  gif = "image/gif", webp = "image/webp" }
+
+--- Send a chat message (with an optional context, and what :OIAttach attached) for `root`.
 function M.send(root, message, context)
   chat.user(root, message, context)
-  client.request(root, "oi/chat", { message = message, context = context })
+  local attachments = attached[root]
+  attached[root] = nil
+  client.request(root, "oi/chat", { message = message, context = context,
+    attachments = attachments })
+end
+
+--- :OIAttach {image}: an image file goes with the next message of this workspace.
+function M.attach(o)
+  local path = vim.fn.fnamemodify(vim.fn.expand(o.args), ":p")
+  local mime = image_types[(vim.fn.fnamemodify(path, ":e")):lower()]
+  if not mime then
+    return vim.notify("oi: only images can be attached (png, jpeg, gif, webp): " .. o.args,
+      vim.log.levels.ERROR)
+  end
+  if vim.fn.filereadable(path) == 0 then
+    return vim.notify("oi: cannot read " .. path, vim.log.levels.ERROR)
+  end
+  local root = client.root(0)
+  attached[root] = attached[root] or {}
+  table.insert(attached[root], { uri = vim.uri_from_fname(path), mimeType = mime })
+  vim.notify(("oi: attached %s (sent with the next message)"):format(vim.fs.basename(path)))
 end
 
 function M.chat(o)

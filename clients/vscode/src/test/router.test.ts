@@ -34,6 +34,11 @@ test('view actions become oi/* requests for the current folder', () => {
     const router = new Router(folders);
     assert.deepEqual(router.request({ type: 'send', text: '  hello \n' }), { method: 'oi/chat', params: { message: 'hello', workspace: A } });
     assert.equal(router.request({ type: 'send', text: '  \n' }), undefined);
+    const image = { data: 'iVBORw0KGgo=', mimeType: 'image/png' };
+    assert.deepEqual(router.request({ type: 'send', text: 'what is it?', attachments: [image] }),
+        { method: 'oi/chat', params: { message: 'what is it?', attachments: [image], workspace: A } });
+    assert.deepEqual(router.request({ type: 'send', text: 'none', attachments: [] }),
+        { method: 'oi/chat', params: { message: 'none', workspace: A } });
     assert.deepEqual(router.request({ type: 'approve', proposalId: 'p', decision: 'edit', code: 'x = 2' }),
         { method: 'oi/approve', params: { proposalId: 'p', decision: 'edit', code: 'x = 2', workspace: A } });
     assert.deepEqual(router.request({ type: 'approve', proposalId: 'p', decision: 'run' }),

@@ -26,6 +26,13 @@ test('approval rules reach the server as they are (it checks them); none, nothin
     assert.equal('autoRunRules' in serverSettings(config({ autoRunRules: 'x' }), true), false);
 });
 
+test('oi.vision: on and off are sent, auto is the server\'s default (left out)', () => {
+    assert.equal(serverSettings(config({ vision: 'on' }), true).vision, true);
+    assert.equal(serverSettings(config({ vision: 'off' }), true).vision, false);
+    assert.equal('vision' in serverSettings(config({ vision: 'auto' }), true), false);
+    assert.equal('vision' in serverSettings(config({ vision: 'yes' }), true), false);
+});
+
 test('an untrusted workspace says so and never auto-runs', () => {
     assert.deepEqual(serverSettings(config({ autoRun: true }), false), { autoRun: false, trusted: false });
     assert.equal(autoRunAllowed(false), false);

@@ -437,6 +437,57 @@ window.addEventListener('message', (event: MessageEvent) => {
     }
 });
 
+// Images pasted or dropped into the input go with the next message (what oi/chat takes).
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+const MAX_IMAGE = 10 * 1024 * 1024;
+const attachedBox = $<HTMLElement>('oi-attached');
+let attached: { name: string; data: string; mimeType: string }[] = [];
+
+function showAttached(): void {
+    attachedBox.replaceChildren(...attached.map((a, i) => {
+        const chip = document.createElement('span');
+        chip.className = 'oi-attachment';
+        chip.textContent = a.name;
+        const remove = document.createElement('button');
+        remove.type = 'button';
+        remove.textContent = '✕';
+        remove.title = 'Remove';
+        remove.addEventListener('click', () => { attached.splice(i, 1); showAttached(); });
+        chip.append(remove);
+        return chip;
+    }));
+    attachedBox.hidden = attached.length === 0;
+}
+
+function attach(files: Iterable<File>): boolean {
+    let taken = false;
+    for (const file of files) {
+        if (!IMAGE_TYPES.includes(file.type)) continue;
+        taken = true;
+        if (file.size > MAX_IMAGE) {
+            showError(`${file.name || 'the image'}: over the 10 MB an image may have`);
+            continue;
+        }
+        const reader = new FileReader();
+        reader.onload = () => {
+            const url = String(reader.result);
+            attached.push({ name: file.name || `image ${attached.length + 1}`, mimeType: file.type, data: url.slice(url.indexOf(',') + 1) });
+            showAttached();
+        };
+        reader.readAsDataURL(file);
+    }
+    return taken;
+}
+
+input.addEventListener('paste', (e: ClipboardEvent) => {
+    const files = [...(e.clipboardData?.items ?? [])].filter((i) => i.kind === 'file').map((i) => i.getAsFile()).filter((f): f is File => f !== null);
+    if (attach(files)) e.preventDefault();
+});
+input.addEventListener('dragover', (e: DragEvent) => { if (e.dataTransfer?.types.includes('Files')) e.preventDefault(); });
+input.addEventListener('drop', (e: DragEvent) => {
+    if (attach(e.dataTransfer?.files ?? [])) e.preventDefault();
+});
+
 const sent: string[] = [];
 let cursor = 0;
 input.addEventListener('keydown', (e: KeyboardEvent) => {
@@ -444,7 +495,10 @@ input.addEventListener('keydown', (e: KeyboardEvent) => {
         e.preventDefault();
         const text = input.value;
         if (!text.trim()) return;
-        vscode.postMessage({ type: 'send', text });
+        const attachments = attached.map(({ data, mimeType }) => ({ data, mimeType }));
+        attached = [];
+        showAttached();
+        vscode.postMessage(attachments.length ? { type: 'send', text, attachments } : { type: 'send', text });
         sent.push(text);
         cursor = sent.length;
         input.value = '';
