@@ -85,9 +85,29 @@ NO_INPUT = "0>/dev/null"
 TERMINAL = f"0<&{terminal_input.FD}"
 
 
-def _posix_command(path: str, token: str) -> str:
-    return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; . {_q(path)} {NO_INPUT}; "
-            f"printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$?\"\n")
+# Bash and zsh keep a copy of the REPL's output at this fd, should the code close both 1 and 2
+# (`exec >&- 2>&-`); other sh-like shells (dash knows fds 0-9 only) reopen one from the other.
+SPARE_FD = 17  # (18: the terminal of terminal_input; 19: active-line reports)
+
+
+def _reopened(spare: str) -> str:
+    """Run after the code: an output it closed (`exec >&-`) is opened again, saying so, so that
+    the marker and the next runs' output reach the server."""
+    # A copy to fd 3 fails on a closed fd (`>&1` onto itself would not); `true`, not `:`, as a
+    # failed redirection of a special builtin ends a POSIX shell. With fd 2 closed, its own
+    # error goes nowhere.
+    return ("{ true 3>&1; } 2>/dev/null || { exec 1>&" + spare + "; printf '\\n[the code closed "
+            "the shell'\\''s standard output; it is open again]\\n'; }; "
+            "true 3>&2 || { exec 2>&1; printf '\\n[the code closed the shell'\\''s standard "
+            "error; it is open again]\\n'; }; ")
+
+
+def _posix_command(spare: str) -> Callable[[str, str], str]:
+    def command(path: str, token: str) -> str:
+        return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; . {_q(path)} {NO_INPUT}; __oi_s=$?; "
+                f"{_reopened(spare)}printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$__oi_s\"\n")
+
+    return command
 
 
 def _bash_line_command(path: str, token: str, line_token: str) -> str:
@@ -98,7 +118,7 @@ def _bash_line_command(path: str, token: str, line_token: str) -> str:
               f"printf '\\002{line_token}:%d\\003' \"$LINENO\" >&19")
     return (f"printf '{BEGIN_PREFIX}%s\\n' {token}; set -T; trap {_q(report)} DEBUG; "
             f". {_q(path)} {NO_INPUT} 19>&1; __oi_s=$?; trap - DEBUG; set +T; "
-            f"printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$__oi_s\"\n")
+            f"{_reopened(str(SPARE_FD))}printf '{MARKER_PREFIX}%s__%d\\n' {token} \"$__oi_s\"\n")
 
 
 def _fish_command(path: str, token: str) -> str:
@@ -133,7 +153,9 @@ def shell_spec(language: str, program: str) -> ReplSpec:
         return ReplSpec(language, (program, "--no-config"), _fish_command, "stdin")
     argv: tuple[str, ...] = (program, "--noprofile", "--norc") if name == "bash" else (
         (program, "-f") if name == "zsh" else (program,))
-    return ReplSpec(language, argv, _posix_command, "stdin", _POSIX_SETUP,
+    spare = name in ("bash", "zsh")
+    return ReplSpec(language, argv, _posix_command(str(SPARE_FD) if spare else "2"), "stdin",
+                    _POSIX_SETUP + (f"exec {SPARE_FD}>&1\n" if spare else ""),
                     _bash_line_command if name == "bash" else None,
                     terminal=name in ("bash", "zsh") and terminal_input.supported())
 
@@ -371,6 +393,8 @@ class ReplExecutor(Executor):
             async with asyncio.timeout(PROCESS_INTERRUPT_GRACE):
                 await self._proc.wait()
         why = _exit_text(self._proc.returncode)
+        if self._proc.returncode is None:  # alive, but nothing it writes can reach us
+            why = "it closed its output, so it could not be heard; ended"
         emit(Chunk("console", "output", f"\n[the {self.name} REPL exited during this run "
                    f"({why}); the next run starts a new one]\n"))
         self._lost = f"it exited ({why})"
