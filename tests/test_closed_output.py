@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from oi_lsp.client import OIClient
+from tests.hardening import record
 
 REOPENED_OUT = "[the code closed the shell's standard output; it is open again]"
 REOPENED_ERR = "[the code closed the shell's standard error; it is open again]"
@@ -28,3 +29,4 @@ async def test_closed_output_is_reopened_and_said(client: OIClient, closing: str
     assert all(note in text(closed) for note in notes)
     after = await client.execute("shell", "echo out $((kept + 1)); echo err >&2", timeout=30)
     assert after["status"] == "ok" and text(after) == "out 42\nerr\n"
+    record("closed_output", **{f"hung_{closing.replace(' ', '_')}": 0})

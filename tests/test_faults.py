@@ -208,6 +208,8 @@ async def test_fifty_megabytes_of_output(client: OIClient, model: ModelServer) -
     growth_mb = (peak - base) / 2**20
     assert growth_mb < 100, f"the server grew by {growth_mb:.0f} MB"
     await still_usable(client, model)
+    record("large_output", flood_mb=50, flood_growth_mb=round(growth_mb),
+           flood_streamed_chars=len(streamed), flood_skipped_chars=skipped)
     record("execution_faults", output_mb=50, output_s=round(elapsed, 1),
            output_notifications=notes, server_rss_growth_mb=round(growth_mb))
 

@@ -17,6 +17,7 @@ from oi_lsp.core import run_output
 from oi_lsp.core.streamer import BEHIND, Streamer
 from tests import modelserver as ms
 from tests.conftest import next_proposal, tool_results
+from tests.hardening import record
 from tests.modelserver import ModelServer
 
 MEGABYTE = {  # 20,000 lines of 49 digits and a newline: 1,000,000 characters
@@ -98,6 +99,9 @@ async def test_hundred_megabyte_line_stays_out_of_the_servers_memory(
         r"\[\.\.\. ([\d,]+) characters not shown here", streamed))
     shown = re.sub(r"\n\[\.\.\. [\d,]+ characters not shown here[^\]]*\]\n", "", streamed)
     assert len(shown) + skipped == 100_000_001
+    record("large_output", line_mb=100, line_growth_mb=round(growth_mb),
+           line_result_chars=len(text), line_spill_bytes=100_000_001,
+           line_streamed_chars=len(shown), line_skipped_chars=skipped)
 
 
 def test_spill_files_are_kept_within_a_budget(tmp_path: Path) -> None:

@@ -181,3 +181,18 @@ async def test_server_death_mid_run_loses_only_the_run(start_server: StartServer
     history = (await client.request("oi/history", {}))["messages"]
     said = [m["content"] for m in history]
     assert "first question" in said and "First answer." in said and "second question" in said
+
+
+async def test_the_kernel_starts_in_the_settled_sandbox(start_server: StartServer,
+                                                        workspace: Path) -> None:
+    """The kernel started as the folder opens, and a first run sent at once, wait until the
+    folder's settings files are read (until then `trusted` reads false, which would mean the
+    sandbox): the trusted folder's kernel is unconfined from its start, never restarted."""
+    client = await start_server(workspace)
+    first = await client.execute("python", "kept = 41")
+    await asyncio.sleep(1)
+    second = await client.execute("python", "print(kept + 1)")
+    shown = "".join(o["content"] for o in (*first["outputs"], *second["outputs"]))
+    assert shown == "42\n", shown
+    status = await client.request("oi/status", {})
+    assert python(status["repls"])["sandbox"] == "off"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ..executors import registry
@@ -61,9 +61,15 @@ class Repls:
         self.opening: asyncio.Task[None] | None = None  # the kernel start open() began
         self._ran: set[str] = set()  # languages whose REPL has run code: state to lose
 
-    def open(self) -> None:
-        """Start the Python kernel now, in the background, so the first run is fast."""
-        task = self.opening = asyncio.create_task(self._executor("python").start())
+    def open(self, settled: Callable[[], Awaitable[object]]) -> None:
+        """Start the Python kernel now, in the background, so the first run is fast; once
+        `settled` (the workspace's settings files read: the sandbox depends on them)."""
+
+        async def start() -> None:
+            await settled()
+            await self._executor("python").start()
+
+        task = self.opening = asyncio.create_task(start())
         task.add_done_callback(log_failure("could not start the kernel"))
 
     def _executor(self, language: str) -> Executor:

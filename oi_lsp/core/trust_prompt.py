@@ -31,6 +31,9 @@ class TrustPrompt:
         self._lock = asyncio.Lock()  # one read-and-ask at a time: a turn waits for the answer
         self._asked: set[str] = set()  # digests asked about: each content is asked once
         self._opening: asyncio.Task[None] | None = None
+        # Set once the files were first read: until then `trusted` reads false, and what
+        # depends on it (the sandbox a REPL starts in) waits for this.
+        self.read = asyncio.Event()
 
     def start(self) -> None:
         """The workspace opened: read its settings files and ask now, in the background."""
@@ -42,7 +45,10 @@ class TrustPrompt:
         and wait for the answer. Trust goes into the store and the profile applies at once.
         Raises ProfileError for a bad profile that applies."""
         async with self._lock:
-            state = await self.layers.load_profiles()
+            try:
+                state = await self.layers.load_profiles()
+            finally:
+                self.read.set()
             files = state.files
             if state.trusted or state.by_client or files.digest in self._asked:
                 return

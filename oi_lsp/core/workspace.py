@@ -120,7 +120,7 @@ class Workspace:
         of this machine."""
         self.opened = True
         self.trust.start()
-        self.repls.open()
+        self.repls.open(self.trust.read.wait)
         self.surveyor.start()
 
     def busy(self) -> bool:
@@ -259,6 +259,8 @@ class Workspace:
         return turn_id, asyncio.create_task(self._execute(turn_id, params))
 
     async def _execute(self, turn_id: str, params: ExecuteParams) -> ExecuteResult:
+        if not self.trust.read.is_set():  # the sandbox a REPL starts in depends on them
+            await (self.trust.read.wait() if self.opened else self.trust.check())
         output = RunOutput(self.conversation.spill_dir() / f"{turn_id}.txt", spill_from=2 * KEEP)
         timeout = params.timeout or self.settings().execution_timeout
         self._event(turn_id, "execute", "running")
