@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, Client, RequestError, run_agent
-from acp.helpers import update_available_commands, update_current_mode
+from acp.helpers import (
+    update_agent_message_text,
+    update_available_commands,
+    update_current_mode,
+)
 from acp.schema import (
     AgentCapabilities,
     AvailableCommand,
@@ -126,6 +130,10 @@ class OIAgent:
         except Busy as exc:
             raise RequestError(-32803, str(exc)) from exc
         session = self._open(workspace, cwd, workspace.conversation.id)
+        if mcp_servers:  # said where the user sees it, once the client knows the session
+            self._later(session.id, update_agent_message_text(
+                f"oi-lsp does not support MCP servers: the {len(mcp_servers)} given "
+                "(mcpServers) are not used.\n\n"))
         return NewSessionResponse(session_id=session.id, modes=self._modes(session))
 
     def _open(self, workspace: Workspace, cwd: str, conversation: str) -> Session:
