@@ -209,7 +209,14 @@ class ReplExecutor(Executor):
         if self._dir is None:
             self._dir = tempfile.TemporaryDirectory(prefix=f"oi-{self.spec.language}-")
         sandbox, private = self.sandbox, private_dir(Path(self._dir.name))
-        argv = sandbox.command(self.spec.argv, self.cwd, private)  # may refuse: nothing opened
+        terminal = self._new_terminal()
+        try:  # the terminal is a device the confined shell must open for writing
+            argv = sandbox.command(self.spec.argv, self.cwd, private,
+                                   write_files=() if terminal is None else (terminal.path,))
+        except BaseException:  # refused: nothing stays opened
+            if terminal is not None:
+                terminal.close()
+            raise
         read_fd = None
         env = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "NO_COLOR": "1",
                **sandbox.environ(private)}
@@ -232,14 +239,19 @@ class ReplExecutor(Executor):
         self._reader = OutputReader(self._proc.stdout)
         if self.spec.setup:
             self._send(self.spec.setup)
-        if self.spec.terminal:
-            try:
-                self._terminal = terminal_input.TerminalInput()
-            except OSError as exc:  # no pseudo-terminals here: reads fail, as without one
-                log.warning("no terminal for the %s REPL's input: %s", self.name, exc)
-            else:
-                self._send(self._terminal.setup())
+        if terminal is not None:
+            self._terminal = terminal
+            self._send(terminal.setup())
         log.info("%s REPL started (pid %s) in %s", self.name, self._proc.pid, self.cwd)
+
+    def _new_terminal(self) -> terminal_input.TerminalInput | None:
+        if not self.spec.terminal:
+            return None
+        try:
+            return terminal_input.TerminalInput()
+        except OSError as exc:  # no pseudo-terminals here: reads fail, as without one
+            log.warning("no terminal for the %s REPL's input: %s", self.name, exc)
+            return None
 
     def _send(self, text: str) -> None:
         data = text.encode()

@@ -78,9 +78,11 @@ class Sandbox:
                               fs=self.mode != "off")
 
     def command(self, program: Sequence[str], workspace: Path, private: Path, *,
-                follow_parent: bool = True, ports_from: str | None = None) -> list[str]:
-        """`program` started through the launcher (confined as this sandbox says). Raises
-        SandboxUnavailable when it cannot be confined so."""
+                follow_parent: bool = True, ports_from: str | None = None,
+                write_files: Sequence[str] = ()) -> list[str]:
+        """`program` started through the launcher (confined as this sandbox says; it may also
+        write `write_files`, e.g. its terminal). Raises SandboxUnavailable when it cannot be
+        confined so."""
         self.check()
         if sys.platform == "win32":
             return list(program)  # no fork: started as is (and only when not confined)
@@ -96,7 +98,7 @@ class Sandbox:
                 argv.append("--any-write")
             for path in self._writable(workspace, private):
                 argv += ["--write", path]
-            for path in WRITE_FILES:
+            for path in (*WRITE_FILES, *write_files):
                 argv += ["--write-file", path]
             if not self.network:
                 argv.append("--no-network")
