@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -93,3 +96,12 @@ async def start_sleeping_run(client: OIClient, model: ModelServer, kept: str) ->
 def tool_results(body: dict[str, Any]) -> list[str]:
     """The tool results a model request carried, in order."""
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def trust_folder(folder: Path, data_dir: Path) -> None:
+    """What the user does with `oi-lsp trust`: the folder's own .oi/profile.yaml applies, and
+    no client is asked about it."""
+    subprocess.run([sys.executable, "-m", "oi_lsp", "trust", str(folder)], check=True,
+                   capture_output=True, stdin=subprocess.DEVNULL,
+                   env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir),
+                        "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})

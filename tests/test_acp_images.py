@@ -12,6 +12,7 @@ from acp import RequestError, image_block, text_block
 from PIL import Image
 
 from tests import modelserver as ms
+from tests.conftest import trust_folder
 from tests.modelserver import ModelServer
 from tests.test_acp import Recorder, agent
 
@@ -26,6 +27,7 @@ async def test_prompt_images_reach_the_model(model: ModelServer, data_dir: Path,
                                              workspace: Path) -> None:
     (workspace / ".oi").mkdir()
     (workspace / ".oi" / "profile.yaml").write_text("vision: true\n")
+    trust_folder(workspace, data_dir)  # ACP has no question to ask it with
     async with agent(model, data_dir, Recorder()) as conn:
         session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
         model.script(ms.text("A green image."))

@@ -8,7 +8,7 @@ from pathlib import Path
 from PIL import Image
 
 from tests import modelserver as ms
-from tests.conftest import tool_results
+from tests.conftest import tool_results, trust_folder
 from tests.modelserver import ModelServer
 from tests.test_chat import ASK, Term, term  # noqa: F401 (the fixture)
 
@@ -34,10 +34,11 @@ def test_program_input_typed_in_the_terminal(term: type[Term],  # noqa: F811
 
 def test_attached_image_reaches_the_model(term: type[Term],  # noqa: F811
                                           model: ModelServer, tmp_path: Path,
-                                          workspace: Path) -> None:
+                                          workspace: Path, data_dir: Path) -> None:
     # Open Interpreter's profile key for a model that takes images: the setting vision.
     (workspace / ".oi").mkdir()
     (workspace / ".oi" / "profile.yaml").write_text("llm:\n  supports_vision: true\n")
+    trust_folder(workspace, data_dir)
     first, second = tmp_path / "first.png", tmp_path / "second.png"
     Image.new("RGB", (30, 20)).save(first)
     Image.new("RGB", (40, 10)).save(second)

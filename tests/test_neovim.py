@@ -383,7 +383,10 @@ def test_always_turns_auto_run_on(nvim: Nvim, model: ModelServer, workspace: Pat
     """, workspace)
     assert run.result["autoRun"] is True
     assert "_(auto-run)_" in run.lines
-    assert tool_results(model.requests[2]) == ["first", "second"]
+    # autoRun puts the REPL in the sandbox (its default with autoRun): it restarts, saying so.
+    first, second = tool_results(model.requests[2])
+    assert first == "first" and second.endswith("\nsecond")
+    assert "the sandbox changed (off -> workspace-write)" in second
 
 
 def test_always_for_this_command(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
@@ -569,7 +572,7 @@ def test_blocked_run_is_offered_outside_the_sandbox(nvim: Nvim, model: ModelServ
                  ms.text("Written."))
     run = nvim.run("""
         vim.cmd("OIChat write it")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("r")
         T.wait_text("[o]utside the sandbox")
         T.keys("o")

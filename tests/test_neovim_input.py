@@ -8,7 +8,7 @@ from pathlib import Path
 from PIL import Image
 
 from tests import modelserver as ms
-from tests.conftest import tool_results
+from tests.conftest import tool_results, trust_folder
 from tests.modelserver import ModelServer
 from tests.test_neovim import Nvim, nvim, pytestmark  # noqa: F401 (fixture, skip mark)
 
@@ -30,7 +30,7 @@ def test_program_input_asked_in_neovim(nvim: Nvim,  # noqa: F811
           return "pw-secret"
         end
         vim.cmd("OIChat greet me")
-        T.wait_text("[r]un  [s]kip  [e]dit  [a]lways")
+        T.wait_text("[r]un  [s]kip  [e]dit  [c] always this code  [a]lways")
         T.keys("r")
         T.wait_text("Greeted.")
         T.wait_idle()
@@ -43,11 +43,12 @@ def test_program_input_asked_in_neovim(nvim: Nvim,  # noqa: F811
 
 def test_oiattach_sends_the_image_with_the_next_message(nvim: Nvim,  # noqa: F811
                                                         model: ModelServer, workspace: Path,
-                                                        tmp_path: Path) -> None:
+                                                        tmp_path: Path, data_dir: Path) -> None:
     picture = tmp_path / "shot.png"
     Image.new("RGB", (12, 8)).save(picture)
     (workspace / ".oi").mkdir()
     (workspace / ".oi" / "profile.yaml").write_text("llm:\n  supports_vision: true\n")
+    trust_folder(workspace, data_dir)
     model.script(ms.text("A black image."))
     run = nvim.run(f"""
         local ok, err = pcall(vim.cmd, "OIAttach {tmp_path / 'notes.txt'}")

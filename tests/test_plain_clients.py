@@ -146,7 +146,7 @@ def test_neovim_code_action_runs_a_turn(editor: Editor, model: ModelServer,
         "Open Interpreter: do what this selection says"]
     box = menus["lsp_message"]
     assert box["prompt"] == "Run this python code? (low risk)\nprint(6 * 7): "
-    assert box["items"] == ["Run", "Skip", "Edit"]
+    assert box["items"] == ["Run", "Skip", "Edit", "Always this code"]
     sent = [m["content"] for m in model.requests[0]["messages"] if m["role"] == "user"][-1]
     assert "(lines 2-3)" in sent and "def area(r):\n    return math.pi * r * r" in sent
     assert tool_results(model.requests[1]) == ["42"]
@@ -233,7 +233,7 @@ def test_eglot_code_actions_and_a_turn_past_its_timeout(editor: Editor, model: M
     assert prompts[0].startswith("[eglot] Pick an action")
     box = next(p for p in run["prompts"] if "Run this python code" in p[0])
     assert "Run this python code? (low risk)\nprint(6 * 7)" in box[0]
-    assert box[1] == ["Run", "Skip"]  # eglot 1.9 cannot show a document: no Edit
+    assert box[1] == ["Run", "Skip", "Always this code"]  # eglot 1.9 shows no document: no Edit
     assert tool_results(model.requests[1]) == ["42"]
     # Where the transcript is, said as the turn starts; the answer, as it ends.
     told = re.search(r"oi-lsp: the transcript is (\S+\.md)", messages)

@@ -65,7 +65,8 @@ async def test_plain_lsp_client_fallback(start_server: StartServer, model: Model
     result = await client.chat("go")
     assert result["status"] == "done"
     box = await client.wait_for("window/showMessageRequest")
-    assert box["actions"] == ["Run", "Skip"] and "via message box" in box["message"]
+    assert box["actions"] == ["Run", "Skip", "Always this code"]
+    assert "via message box" in box["message"]
     assert "via message box" in client.stream(result["turnId"], "console")
     logged = await client.wait_for("window/logMessage",
                                    lambda p: p["message"] == "Done it.")

@@ -44,7 +44,7 @@ async def test_blocked_run_offers_run_outside(start_server: StartServer, model: 
                   screenshot=str(ARTIFACTS / "sandbox" / "vscode-webview-blocked.png"))
     approvals = [m["decision"] for m in report["posted"] if m["type"] == "approve"]
     assert approvals == ["run", "outside"]
-    assert report["everyButtons"] == [["Run", "Skip", "Edit"],
+    assert report["everyButtons"] == [["Run", "Skip", "Edit", "Always this code"],
                                       ["Run outside the sandbox", "Skip"]]
     notes = [c["note"] for c in report["live"]["codes"]]
     assert notes[-1].startswith("running outside the sandbox") or "ran" in notes[-1]
