@@ -85,12 +85,9 @@ class Approval:
         command = p.get("command")
         ask = ASK.format(always=f"always `{command}`" if command else "always this code")
         while True:
-            answer = await state.prompt(ask)
-            if answer is None:  # Ctrl-C (the turn is being stopped) or Ctrl-D
-                if not state.stopping:
-                    await state.stop()
+            choice = await self._choice(ask)
+            if choice is None:
                 return
-            choice = answer.strip().lower()[:1]
             if choice == "y":
                 await self._approve(p, "run")
             elif choice == "n":
@@ -117,18 +114,25 @@ class Approval:
             return
 
     async def _ask_outside(self, p: dict[str, Any]) -> None:
-        state = self.state
         while True:
-            answer = await state.prompt(ASK_OUTSIDE)
-            if answer is None:  # Ctrl-C (the turn is being stopped) or Ctrl-D
-                if not state.stopping:
-                    await state.stop()
+            choice = await self._choice(ASK_OUTSIDE)
+            if choice is None:
                 return
-            choice = answer.strip().lower()[:1]
             if choice in ("o", "n"):
                 await self._approve(p, "outside" if choice == "o" else "skip")
                 return
-            state.ui.note("Answer o or n.")
+            self.state.ui.note("Answer o or n.")
+
+    async def _choice(self, question: str) -> str | None:
+        """The first letter of the user's answer; None after Ctrl-C (the turn is being
+        stopped) or Ctrl-D, which stop the turn."""
+        state = self.state
+        answer = await state.prompt(question)
+        if answer is None:
+            if not state.stopping:
+                await state.stop()
+            return None
+        return answer.strip().lower()[:1]
 
     async def _always_command(self, p: dict[str, Any], command: str | None) -> bool:
         """Run it and save the rule; False when the server refused (nothing ran)."""
