@@ -3,16 +3,21 @@ code-server, playwright-core, Chromium) that scripts/setup.d/50-vscode installs 
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
-from collections.abc import Sequence
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXT = ROOT / "clients" / "vscode"
-ARTIFACTS = ROOT / "test-artifacts"
+from tests.modelserver import ModelServer
+from tests.vscode.workbench import ARTIFACTS, EXT, ROOT, Workbench, free_port
+
+__all__ = ["ARTIFACTS", "EXT", "ROOT", "run"]
 
 
 def run(args: Sequence[str | Path], *, cwd: Path = EXT, timeout: float = 600,
@@ -47,3 +52,78 @@ def playwright_env(vscode_stack: Path) -> dict[str, str]:
     """The environment node scripts use to find playwright-core and Chromium."""
     return {"NODE_PATH": str(vscode_stack / "cs" / "node_modules"),
             "CHROMIUM": os.environ.get("CHROMIUM", "/usr/lib/chromium/chromium")}
+
+
+@pytest.fixture(scope="module")
+def stack_env(vscode_stack: Path, playwright_env: dict[str, str],
+              tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    node24 = vscode_stack / "node" / "node_modules" / "node" / "bin"
+    scratch = tmp_path_factory.mktemp("cs-env")
+    for sub in ("xdg", "tmp"):
+        (scratch / sub).mkdir()
+    return {**os.environ, **playwright_env, "PATH": f"{node24}:{os.environ['PATH']}",
+            "XDG_CONFIG_HOME": str(scratch / "xdg"), "TMPDIR": str(scratch / "tmp")}
+
+
+@pytest.fixture(scope="module")
+def vsix(vscode_stack: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("vsix") / "oi-lsp.vsix"
+    run(["npx", "@vscode/vsce", "package", "-o", out], timeout=600)
+    return out
+
+
+@pytest.fixture(scope="module")
+def vscode(vscode_stack: Path, stack_env: dict[str, str], vsix: Path, model_server: ModelServer,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workbench, Path]]:
+    base = tmp_path_factory.mktemp("code-server")
+    workspace = base / "project"
+    workspace.mkdir()
+    (workspace / "numbers.py").write_text("numbers = [3, 4, 5]\nprint(sum(numbers) * 1000)\n")
+    user = base / "ud" / "User"
+    user.mkdir(parents=True)
+    (user / "settings.json").write_text(json.dumps({
+        "oi.serverPath": str(ROOT / ".venv" / "bin" / "oi-lsp"),
+        "oi.model": "openai/scripted", "oi.apiBase": model_server.url,
+        "workbench.startupEditor": "none", "telemetry.telemetryLevel": "off",
+        "security.workspace.trust.enabled": False, "extensions.autoUpdate": False,
+        "workbench.tips.enabled": False, "chat.disableAIFeatures": True,
+    }))
+    code_server = vscode_stack / "cs" / "node_modules" / ".bin" / "code-server"
+    dirs = ["--user-data-dir", str(base / "ud"), "--extensions-dir", str(base / "ext")]
+    run([code_server, *dirs, "--install-extension", vsix], env=stack_env, timeout=300)
+    port = free_port()
+    env = {**stack_env, "PYTHONPATH": str(ROOT), "OI_LSP_DATA_DIR": str(base / "data"),
+           "OI_API_KEY": "sk-from-env"}
+    log = (base / "code-server.log").open("w")
+    server = subprocess.Popen(
+        [code_server, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
+         "--disable-telemetry", "--disable-update-check", *dirs, str(workspace)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    workbench = None
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read()
+                break
+            except OSError:
+                assert server.poll() is None, (base / "code-server.log").read_text()
+                assert time.monotonic() < deadline, "code-server did not answer in 120 s"
+                time.sleep(0.5)
+        ARTIFACTS.mkdir(exist_ok=True)
+        workbench = Workbench(env)
+        workbench("open", url=f"http://127.0.0.1:{port}/?folder={workspace}")
+        workbench("command", title="Open Interpreter: Open Chat")
+        workbench("chatWait", selector="#oi-header:not([hidden])")
+        yield workbench, workspace
+    finally:
+        if workbench is not None:
+            workbench.close()
+        # code-server leaves a watcher child: stop the whole group (its server, oi-lsp, kernels).
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()

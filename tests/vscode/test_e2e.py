@@ -6,187 +6,18 @@ scenarios of the module; each scenario reads only what it added to the conversat
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests import modelserver as ms
 from tests.conftest import tool_results
 from tests.modelserver import ModelServer
-from tests.vscode.conftest import ARTIFACTS, EXT, ROOT, run
+from tests.vscode.workbench import Workbench, auth, last_user_message
 
 pytestmark = pytest.mark.timeout(1800)  # the first scenario starts the stack
 
 SECRET_KEY = "sk-from-secret-storage"
-
-
-class Workbench:
-    """code-server's workbench through driver.mjs (one JSON line per request and answer)."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(["node", str(Path(__file__).with_name("driver.mjs"))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env, cwd=EXT)
-        self.next_id = 0
-
-    def __call__(self, op: str, **params: Any) -> Any:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.next_id += 1
-        self.proc.stdin.write(json.dumps({"id": self.next_id, "op": op, **params}) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, f"the driver exited during {op}"
-        answer = json.loads(line)
-        if not answer["ok"] and op != "screenshot":  # keep what the window showed
-            self("screenshot", path=str(ARTIFACTS / "vscode-e2e-failure.png"))
-        assert answer["ok"], f"{op} {params}: {answer['error']}"
-        return answer["value"]
-
-    def close(self) -> None:
-        try:
-            self("close")
-        except AssertionError:
-            pass
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    # Conveniences --------------------------------------------------------------------------
-
-    def snapshot(self) -> dict[str, Any]:
-        """What the chat view shows (read inside its frame)."""
-        return self("chatEval", expression="""(() => {
-            const log = document.getElementById('oi-log');
-            const all = (sel) => [...log.querySelectorAll(sel)];
-            return {
-                users: all('.oi-user').map((e) => e.textContent),
-                assistantHtml: all('.oi-assistant').map((e) => e.innerHTML),
-                codes: all('.oi-code').map((e) => ({
-                    code: e.querySelector('.oi-source code')?.dataset.code ?? null,
-                    note: e.querySelector('.oi-note')?.textContent ?? null,
-                    output: e.querySelector('details.oi-output pre')?.textContent ?? null })),
-                notices: all('.oi-notice, .oi-error').map((e) => e.textContent),
-                scripts: log.querySelectorAll('script').length,
-                handlers: [...log.querySelectorAll('*')].filter(
-                    (e) => [...e.attributes].some((a) => a.name.startsWith('on'))).length,
-                pwned: window.__pwned ?? null,
-                folder: document.getElementById('oi-folder').selectedOptions[0]?.textContent,
-            };
-        })()""")
-
-    def shot(self, name: str) -> Path:
-        path = ARTIFACTS / f"vscode-e2e-{name}.png"
-        self("screenshot", path=str(path))
-        return path
-
-    def answer(self, button: str) -> None:
-        self("chatWait", selector=".oi-actions button.oi-" + button)
-        self("chatClick", selector=".oi-actions button.oi-" + button)
-
-    def wait_output(self, text: str, timeout: int = 60000) -> None:
-        self("chatWait", selector="details.oi-output pre", hasText=text, timeout=timeout)
-
-    def wait_idle(self) -> None:
-        self("chatWait", selector="#oi-status[hidden]", timeout=60000, state="attached")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def stack_env(vscode_stack: Path, playwright_env: dict[str, str],
-              tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    node24 = vscode_stack / "node" / "node_modules" / "node" / "bin"
-    scratch = tmp_path_factory.mktemp("cs-env")
-    for sub in ("xdg", "tmp"):
-        (scratch / sub).mkdir()
-    return {**os.environ, **playwright_env, "PATH": f"{node24}:{os.environ['PATH']}",
-            "XDG_CONFIG_HOME": str(scratch / "xdg"), "TMPDIR": str(scratch / "tmp")}
-
-
-@pytest.fixture(scope="module")
-def vsix(vscode_stack: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("vsix") / "oi-lsp.vsix"
-    run(["npx", "@vscode/vsce", "package", "-o", out], timeout=600)
-    return out
-
-
-@pytest.fixture(scope="module")
-def vscode(vscode_stack: Path, stack_env: dict[str, str], vsix: Path, model_server: ModelServer,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workbench, Path]]:
-    base = tmp_path_factory.mktemp("code-server")
-    workspace = base / "project"
-    workspace.mkdir()
-    (workspace / "numbers.py").write_text("numbers = [3, 4, 5]\nprint(sum(numbers) * 1000)\n")
-    user = base / "ud" / "User"
-    user.mkdir(parents=True)
-    (user / "settings.json").write_text(json.dumps({
-        "oi.serverPath": str(ROOT / ".venv" / "bin" / "oi-lsp"),
-        "oi.model": "openai/scripted", "oi.apiBase": model_server.url,
-        "workbench.startupEditor": "none", "telemetry.telemetryLevel": "off",
-        "security.workspace.trust.enabled": False, "extensions.autoUpdate": False,
-        "workbench.tips.enabled": False, "chat.disableAIFeatures": True,
-    }))
-    code_server = vscode_stack / "cs" / "node_modules" / ".bin" / "code-server"
-    dirs = ["--user-data-dir", str(base / "ud"), "--extensions-dir", str(base / "ext")]
-    run([code_server, *dirs, "--install-extension", vsix], env=stack_env, timeout=300)
-    port = free_port()
-    env = {**stack_env, "PYTHONPATH": str(ROOT), "OI_LSP_DATA_DIR": str(base / "data"),
-           "OI_API_KEY": "sk-from-env"}
-    log = (base / "code-server.log").open("w")
-    server = subprocess.Popen(
-        [code_server, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
-         "--disable-telemetry", "--disable-update-check", *dirs, str(workspace)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    workbench = None
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read()
-                break
-            except OSError:
-                assert server.poll() is None, (base / "code-server.log").read_text()
-                assert time.monotonic() < deadline, "code-server did not answer in 120 s"
-                time.sleep(0.5)
-        ARTIFACTS.mkdir(exist_ok=True)
-        workbench = Workbench(env)
-        workbench("open", url=f"http://127.0.0.1:{port}/?folder={workspace}")
-        workbench("command", title="Open Interpreter: Open Chat")
-        workbench("chatWait", selector="#oi-header:not([hidden])")
-        yield workbench, workspace
-    finally:
-        if workbench is not None:
-            workbench.close()
-        # code-server leaves a watcher child: stop the whole group (its server, oi-lsp, kernels).
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
-
-
-def auth(headers: dict[str, str]) -> str | None:
-    return next((v for k, v in headers.items() if k.lower() == "authorization"), None)
-
-
-def last_user_message(body: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
 
 
 def test_streamed_markdown(vscode: tuple[Workbench, Path], model: ModelServer) -> None:
