@@ -105,3 +105,12 @@ def trust_folder(folder: Path, data_dir: Path) -> None:
                    capture_output=True, stdin=subprocess.DEVNULL,
                    env={**os.environ, "OI_LSP_DATA_DIR": str(data_dir),
                         "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+
+
+@pytest.fixture
+def nvim(tmp_path: Path, model: ModelServer, data_dir: Path) -> Iterator[Any]:
+    """A headless Neovim with the plugin, against this checkout's oi-lsp (tests/neovim.py)."""
+    from tests.neovim import Nvim
+    runner = Nvim(tmp_path, model, data_dir)
+    yield runner
+    runner.kill_leftovers()

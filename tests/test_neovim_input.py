@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from tests import modelserver as ms
 from tests.conftest import tool_results, trust_folder
 from tests.modelserver import ModelServer
-from tests.test_neovim import Nvim, nvim, pytestmark  # noqa: F401 (fixture, skip mark)
+from tests.neovim import HAVE_NVIM, Nvim
+
+pytestmark = pytest.mark.skipif(not HAVE_NVIM, reason="nvim and oi-lsp must be installed")
 
 
-def test_program_input_asked_in_neovim(nvim: Nvim,  # noqa: F811
+def test_program_input_asked_in_neovim(nvim: Nvim,
                                        model: ModelServer, workspace: Path) -> None:
     model.script(ms.tool("python", "import getpass\nname = input('name? ')\n"
                                    "pw = getpass.getpass('Password: ')\n"
@@ -41,7 +44,7 @@ def test_program_input_asked_in_neovim(nvim: Nvim,  # noqa: F811
     assert "hello Ada 9" in tool_results(model.requests[1])[0]
 
 
-def test_oiattach_sends_the_image_with_the_next_message(nvim: Nvim,  # noqa: F811
+def test_oiattach_sends_the_image_with_the_next_message(nvim: Nvim,
                                                         model: ModelServer, workspace: Path,
                                                         tmp_path: Path, data_dir: Path) -> None:
     picture = tmp_path / "shot.png"
