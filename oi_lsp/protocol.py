@@ -338,6 +338,8 @@ class LanguageInfo(Wire):
     # gateway's side decides); None for what the client shows (html).
     sandbox: SandboxState | None = None
     sandbox_network: bool | None = None  # None: not decided here
+    # Python's: the interpreter its local kernel runs in and where that choice came from.
+    interpreter: str | None = None
 
 
 class LanguagesResult(Wire):

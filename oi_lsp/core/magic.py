@@ -236,7 +236,7 @@ async def _info(host: Host, console: Console, arg: str) -> None:
         f"Max steps per turn: {s.max_steps}, output sent to the model: {s.max_output} "
         f"characters, execution timeout: "
         f"{f'{s.execution_timeout:g} s' if s.execution_timeout else 'none'}",
-        f"REPLs: {repls}",
+        f"REPLs: {repls}; Python kernel in {host.repls.python().describe()}",
         f"Server executable: {sys.executable}",
     ]
     console.say("\n".join(lines) + "\n")

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ..executors import registry
+from ..executors import interpreter, registry
 from ..executors.base import Chunk, Emit, Executor, ReadInput, RunResult
 from ..executors.gateway.config import GatewayConfig
 from ..executors.sandbox import blocked
@@ -26,8 +26,8 @@ from .watch import MemoryRestart, Watch
 log = logging.getLogger(__name__)
 
 
-def options_of(settings: Settings) -> registry.ReplOptions:
-    """What the settings say about starting REPLs."""
+def options_of(settings: Settings, folder: Path) -> registry.ReplOptions:
+    """What the settings say about starting `folder`'s REPLs."""
     gateway = settings.kernel_gateway
     config = None if gateway is None else GatewayConfig(
         url=gateway.url, token=gateway.token.get_secret_value() if gateway.token else None,
@@ -37,7 +37,8 @@ def options_of(settings: Settings) -> registry.ReplOptions:
     return registry.ReplOptions(kernel_name=settings.kernel_name,
                                 keep_kernel=settings.keep_kernel,
                                 pass_keys=settings.pass_keys_to_repls, gateway=config,
-                                sandbox=sandbox_of(settings))
+                                sandbox=sandbox_of(settings),
+                                python=interpreter.choose(settings.python, folder))
 
 
 def sandbox_of(settings: Settings) -> Sandbox:
@@ -60,6 +61,7 @@ class Repls:
         self.executors: dict[str, Executor] = {}
         self.opening: asyncio.Task[None] | None = None  # the kernel start open() began
         self._ran: set[str] = set()  # languages whose REPL has run code: state to lose
+        self._python = interpreter.OWN  # what the Python executor was made with
 
     def open(self, settled: Callable[[], Awaitable[object]]) -> None:
         """Start the Python kernel now, in the background, so the first run is fast; once
@@ -75,8 +77,11 @@ class Repls:
     def _executor(self, language: str) -> Executor:
         executor = self.executors.get(language)
         if executor is None:
-            executor = registry.create(language, self.folder, options_of(self._settings()))
+            options = options_of(self._settings(), self.folder)
+            executor = registry.create(language, self.folder, options)
             self.executors[language] = executor
+            if language == "python":
+                self._python = options.python
         return executor
 
     def _emitter(self, turn_id: str, output: RunOutput) -> Callable[[Chunk], None]:
@@ -104,6 +109,8 @@ class Repls:
         self._activity.set(turn_id, "running")
         try:
             name = registry.canonical(language)
+            if name == "python" and not outside:
+                await self.apply_python(_told(emit))
             executor = registry.outside(name, self.folder) if outside else self._executor(name)
             settings = self._settings()
             executor.active_line = settings.active_line
@@ -158,6 +165,26 @@ class Repls:
                        f"otherwise ({names}); their variables are lost.", [])
         await asyncio.gather(*(ex.restart() for ex in stale))
 
+    def python(self) -> interpreter.Interpreter:
+        """The interpreter the Python kernel runs in (or will, at its next start)."""
+        return options_of(self._settings(), self.folder).python
+
+    async def apply_python(self, tell: Tell) -> None:
+        """After a settings change: a Python kernel started in another interpreter than the
+        settings now choose is ended (saying so); the next run starts it in the new one."""
+        chosen = self.python()
+        executor = self.executors.get("python")
+        if executor is None or chosen == self._python:
+            return
+        if self.opening is not None and not self.opening.done():
+            await asyncio.wait([self.opening])
+        if "python" in self._ran:
+            await tell(f"Python now runs in {chosen.describe()}: the kernel restarts there; "
+                       "its variables are lost.", [])
+        del self.executors["python"]
+        self._ran.discard("python")
+        await executor.shutdown()
+
     def _ask(self, turn_id: str, emit: Emit) -> ReadInput:
         assert self._asker is not None
         ask = self._asker(turn_id, emit)
@@ -195,9 +222,19 @@ class Repls:
 
     async def languages(self) -> list[LanguageInfo]:
         """What runs each language here (oi/languages), a kernel gateway's kernels included."""
-        options = options_of(self._settings())
+        options = options_of(self._settings(), self.folder)
         remote = await registry.remote_kernels(options)
         return registry.describe(options, remote)
+
+
+def _told(emit: Emit) -> Tell:
+    """A Tell that puts what it says into a run's output."""
+
+    async def tell(text: str, actions: list[str]) -> str | None:
+        emit(Chunk("console", "output", f"[{text}]\n"))
+        return None
+
+    return tell
 
 
 def _changed(language: str, old: Sandbox, new: Sandbox) -> str:

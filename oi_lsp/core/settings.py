@@ -70,6 +70,9 @@ class Settings(BaseModel):
     # it takes images (core/vision.py).
     vision: bool | Literal["auto"] = "auto"
     kernel_name: str = "python3"
+    # The interpreter (or virtual environment folder) whose ipykernel runs the Python kernel;
+    # None: $VIRTUAL_ENV, else the workspace's .venv / venv, else oi-lsp's own (interpreter.py).
+    python: str | None = None
     # Whether the workspace is trusted: its .oi/profile.yaml applies and it may auto-run. The
     # editor's word when it sends one (VS Code's Workspace Trust, initializationOptions), else
     # the user's trust store (trust.py): true for a folder with no settings file of its own, or

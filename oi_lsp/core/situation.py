@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..executors import registry
+from ..executors import interpreter, registry
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Surveyor:
     def start(self) -> None:
         """Begin gathering now (when the workspace opens), so the first turn need not wait."""
         options = self._options()
-        key = (options.kernel_name, options.gateway)
+        key = (options.kernel_name, options.gateway, options.python)
         if self._facts is None or key != self._key:
             self._key = key
             self._facts = asyncio.create_task(_gather(self.folder, options))
@@ -112,6 +112,12 @@ async def kernel_python(options: registry.ReplOptions) -> str:
     server's own when that is the interpreter, else asked of it in a subprocess."""
     if options.gateway is not None:
         return "on the Jupyter gateway (version unknown)"
+    if not options.python.own:  # the workspace's own interpreter (executors/interpreter.py)
+        try:
+            version = await interpreter.check(options.python)
+        except interpreter.NoKernel as exc:
+            return f"not started: {exc}"
+        return f"{version}, {options.python.describe()}"
     program = await asyncio.to_thread(registry.kernel_program, options.kernel_name)
     if program is None:
         return f"unknown (no local kernelspec {options.kernel_name!r})"

@@ -88,7 +88,7 @@ class Workspace:
         self._runs: set[asyncio.Task[RunResult]] = set()
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
         self.opened = False  # in use: its kernel started, its settings files asked about
-        self.surveyor = Surveyor(folder, lambda: options_of(self.settings()))
+        self.surveyor = Surveyor(folder, lambda: options_of(self.settings(), folder))
 
     def settings(self) -> Settings:
         return self.layers.settings()
@@ -109,6 +109,7 @@ class Workspace:
         before its next run."""
         if not self.busy():
             await self.repls.apply_sandbox(self.link.tell)
+            await self.repls.apply_python(self.link.tell)
 
     async def situation(self) -> Situation:
         """Where the model works: this machine's facts, the workspace's instructions."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..languages import ALIASES, LANGUAGES, Language
 from ..protocol import LanguageInfo
-from . import kernelspecs, oneshot, repl
+from . import interpreter, kernelspecs, oneshot, repl
 from .base import Executor
 from .gateway.config import GatewayConfig
 from .jupyter.local import KernelExecutor
@@ -96,6 +96,7 @@ class ReplOptions:
     pass_keys: bool = False  # local REPLs start with the server's key variables
     gateway: GatewayConfig | None = None  # run kernels on this Jupyter gateway
     sandbox: Sandbox = field(default_factory=Sandbox)  # what local REPLs may do
+    python: interpreter.Interpreter = interpreter.OWN  # the local Python kernel's interpreter
 
 
 def create(language: str, cwd: Path, options: ReplOptions) -> Executor:
@@ -132,15 +133,16 @@ async def remote_kernels(options: ReplOptions) -> dict[str, str]:
 
 def _create_local(language: str, cwd: Path, options: ReplOptions,
                   keep: bool = False) -> Executor:
-    executor = _local(language, cwd, options.kernel_name, keep)
+    executor = _local(language, cwd, options.kernel_name, keep, options.python)
     executor.pass_keys = options.pass_keys
     executor.sandbox = options.sandbox
     return executor
 
 
-def _local(language: str, cwd: Path, kernel_name: str, keep: bool) -> Executor:
+def _local(language: str, cwd: Path, kernel_name: str, keep: bool,
+           python: interpreter.Interpreter) -> Executor:
     if language == "python":
-        return KernelExecutor("python", kernel_name, cwd, keep=keep)
+        return KernelExecutor("python", kernel_name, cwd, keep=keep, python=python)
     kernel = installed_kernels().get(language)
     if kernel is not None:  # an installed kernel beats a subprocess REPL
         return KernelExecutor(language, kernel, cwd)
@@ -209,6 +211,8 @@ def describe(options: ReplOptions, remote: dict[str, str] | None = None) -> list
     """What runs each language; with a gateway, Python and the languages in `remote` (the
     gateway's kernels, from remote_kernels) say they run there, on its host."""
     infos = [_info(lang, options.kernel_name) for lang in LANGUAGES.values()]
+    infos = [info.model_copy(update={"interpreter": options.python.describe()})
+             if info.name == "python" else info for info in infos]
     infos += [LanguageInfo(name=name, aliases=[], kind="kernel", runner=kernel, available=True)
               for name, kernel in installed_kernels().items() if name not in LANGUAGES]
     sandbox = options.sandbox
@@ -220,6 +224,6 @@ def describe(options: ReplOptions, remote: dict[str, str] | None = None) -> list
         infos = [info.model_copy(update={
             "location": "remote", "host": gateway.host, "kind": "kernel",
             "runner": runners[info.name], "available": True, "install_hint": None,
-            "sandbox": "gateway", "sandbox_network": None})
+            "sandbox": "gateway", "sandbox_network": None, "interpreter": None})
             if info.name in runners and info.kind != "display" else info for info in infos]
     return infos

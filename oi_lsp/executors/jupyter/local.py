@@ -17,7 +17,7 @@ from typing import Any
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
-from .. import active_line
+from .. import active_line, interpreter
 from ..base import Chunk, Emit, Executor, RunResult, driver
 from ..process import (
     end_launcher,
@@ -53,9 +53,10 @@ class _Manager(AsyncKernelManager):
     """A kernel manager whose kernel command goes through the sandbox's launcher."""
 
     launch: Callable[[list[str], str], list[str]] = staticmethod(lambda cmd, _: cmd)
+    python: interpreter.Interpreter = interpreter.OWN  # the workspace's Python, for ipykernel
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        cmd = super().format_kernel_cmd(extra_arguments)
+        cmd = interpreter.kernel_command(super().format_kernel_cmd(extra_arguments), self.python)
         return self.launch(cmd, self.connection_file)
 
 
@@ -67,8 +68,10 @@ class KernelExecutor(Executor):
     stops, and the next server's executor for the same folder reattaches to it.
     """
 
-    def __init__(self, language: str, kernel_name: str, cwd: Path, keep: bool = False) -> None:
+    def __init__(self, language: str, kernel_name: str, cwd: Path, keep: bool = False,
+                 python: interpreter.Interpreter = interpreter.OWN) -> None:
         self.language = language
+        self.python = python
         self.kernel_name = kernel_name
         self.cwd = cwd
         self.keep = keep
@@ -142,28 +145,14 @@ class KernelExecutor(Executor):
     async def _launch(self) -> None:
         sandbox = self.sandbox
         sandbox.check()  # refuse before anything starts
+        await interpreter.check(self.python)
         private = await asyncio.to_thread(self._private)
         km = _Manager(kernel_name=self.kernel_name)
+        km.python = self.python
         km.launch = lambda cmd, connection: sandbox.command(
             cmd, self.cwd, private, follow_parent=not self.keep, ports_from=connection)
-        # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
-        # starts that reads input would wait forever; this way its read fails at once.
-        stdin = no_input()
-        # The kernel's own output (its warnings, a crash's last words, and what programs the
-        # code starts write to fds 1 and 2) goes to a file, not to our stderr: a background
-        # process the code started would hold that pipe open after we are gone, and an editor
-        # (or asyncio's Process.wait() on Python 3.11) waits for its end.
-        log_path = records.log_path(self.cwd, self.language)
-        try:
-            await asyncio.to_thread(_prepare_log, log_path)
-            with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
-                # keep: independent, no JPY_PARENT_PID, so the kernel outlives this server.
-                await km.start_kernel(cwd=str(self.cwd), independent=self.keep, stdin=stdin,
-                                      stdout=out, stderr=out,
-                                      env={**repl_environ(self.pass_keys),
-                                           **sandbox.environ(private)})
-        finally:
-            os.close(stdin)
+        await _start_kernel(km, self.cwd, self.keep, records.log_path(self.cwd, self.language),
+                            {**repl_environ(self.pass_keys), **sandbox.environ(private)})
         kc = km.client()
         kc.start_channels()
         try:
@@ -359,6 +348,25 @@ class KernelExecutor(Executor):
     async def _restart_unresponsive(self) -> None:
         log.warning("kernel ignored the interrupt; restarting it")
         await self.restart()
+
+
+async def _start_kernel(km: AsyncKernelManager, cwd: Path, keep: bool, log_path: Path,
+                        env: dict[str, str]) -> None:
+    # Not jupyter_client's default stdin pipe, which nobody writes: a program the code
+    # starts that reads input would wait forever; this way its read fails at once.
+    stdin = no_input()
+    # The kernel's own output (its warnings, a crash's last words, and what programs the
+    # code starts write to fds 1 and 2) goes to a file, not to our stderr: a background
+    # process the code started would hold that pipe open after we are gone, and an editor
+    # (or asyncio's Process.wait() on Python 3.11) waits for its end.
+    try:
+        await asyncio.to_thread(_prepare_log, log_path)
+        with open(log_path, "ab") as out:  # noqa: ASYNC230 (opening is instant)
+            # keep: independent, no JPY_PARENT_PID, so the kernel outlives this server.
+            await km.start_kernel(cwd=str(cwd), independent=keep, stdin=stdin, stdout=out,
+                                  stderr=out, env=env)
+    finally:
+        os.close(stdin)
 
 
 def _launcher(km: AsyncKernelManager | None) -> int | None:
