@@ -115,3 +115,37 @@ def test_oikey_sets_the_key_for_the_session(nvim: Nvim, model: ModelServer,
     assert model.headers[-1].get("Authorization", model.headers[-1].get("authorization")) \
         == "Bearer sk-typed-key"
     assert "sk-typed-key" not in run.text
+
+
+def highlighted_as_code(pos: dict) -> list[str]:
+    """The highlight groups at a position (vim.inspect_pos) that say it is code of a language."""
+    groups = [c["capture"] for c in pos.get("treesitter") or []
+              if c.get("lang") not in ("markdown", "markdown_inline")]
+    groups += [s["hl_group"] for s in pos.get("syntax") or []
+               if not s["hl_group"].startswith("markdown")]
+    return groups
+
+
+def test_code_blocks_are_highlighted(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
+    model.script(ms.tool("python", "import os\nprint(os.getcwd())", say="Let me look."),
+                 ms.text("Here it is:\n\n```sh\nfor f in *; do echo $f; done\n```\n"))
+    run = nvim.run("""
+        vim.cmd("syntax on")  -- as in an interactive Neovim (nvim -l leaves it off)
+        vim.cmd("OIChat where am I")
+        T.wait_text("[r]un")
+        T.keys("r")
+        T.wait_text("done")
+        T.wait_idle()
+        local buf = require("oi.chat").buffer(T.root)
+        local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+        local function at(text)
+          for i, l in ipairs(lines) do
+            if l == text then return vim.inspect_pos(buf, i - 1, 0) end
+          end
+          error("no line " .. text)
+        end
+        return { python = at("import os"), sh = at("for f in *; do echo $f; done"),
+                 how = vim.treesitter.highlighter.active[buf] and "treesitter" or "syntax" }
+    """, workspace)
+    assert highlighted_as_code(run.result["python"]), (run.result, run.lines)
+    assert highlighted_as_code(run.result["sh"]), run.result["sh"]
