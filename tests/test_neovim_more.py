@@ -247,3 +247,100 @@ def test_usage_after_each_turn_and_for_the_session(nvim: Nvim, model: ModelServe
     assert num(first[3]) == one and num(second[3]) == one + two
     assert run.result["status"] == f"oi: {one + two:,} tokens"
     assert run.lines.index(lines[0]) > run.lines.index("First answer.")
+
+
+# vim.ui.select answered as a user would: each call takes the entry whose label holds the next
+# wanted text; every prompt and its labels are kept for the test to read.
+PICKER = """
+local picks, wanted = {}, {}
+vim.ui.select = function(items, opts, cb)
+  local labels = {}
+  for _, it in ipairs(items) do
+    table.insert(labels, opts.format_item and opts.format_item(it) or tostring(it))
+  end
+  table.insert(picks, { prompt = opts.prompt, labels = labels })
+  local want = table.remove(wanted, 1)
+  for i, l in ipairs(labels) do
+    if want and l:find(want, 1, true) then return cb(items[i], i) end
+  end
+  cb(nil, nil)
+end
+local function choose(...) vim.list_extend(wanted, { ... }) end
+"""
+
+
+def test_conversations_open_new_export(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
+    model.script(ms.text("Answer about apples."), ms.text("Answer about pears."))
+    run = nvim.run(PICKER + """
+        vim.cmd("OIChat tell me about apples")
+        T.wait_text("Answer about apples.")
+        T.wait_idle()
+        choose("New conversation")
+        vim.cmd("OIConversations")
+        T.wait(function() return not T.text():find("apples", 1, true) end, "an empty chat")
+        vim.cmd("OIChat tell me about pears")
+        T.wait_text("Answer about pears.")
+        T.wait_idle()
+        choose("tell me about apples", "Open")
+        vim.cmd("OIConversations")
+        T.wait_text("Answer about apples.")
+        local reopened = T.lines()
+        choose("tell me about pears", "Markdown")
+        local chat_win = vim.api.nvim_get_current_win()
+        vim.cmd("OIConversations")
+        T.wait(function() return vim.bo.filetype == "markdown" and vim.b.oi_export ~= nil end,
+          "the Markdown export")
+        local md = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+        choose("tell me about pears", "Notebook")
+        vim.cmd("OIConversations")
+        T.wait(function() return vim.b.oi_export and vim.b.oi_export.format == "ipynb" end,
+          "the notebook export")
+        local nb = vim.json.decode(table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\\n"))
+        return { picks = picks, reopened = reopened, md = md, nbformat = nb.nbformat,
+                 cells = #nb.cells }
+    """, workspace)
+    r = run.result
+    first = r["picks"][0]
+    assert first["labels"][0] == "+ New conversation"
+    assert first["labels"][1].startswith("● tell me about apples · 2 messages")
+    listed = r["picks"][1]["labels"]
+    assert listed[1].startswith("● tell me about pears") and "tell me about apples" in listed[2]
+    assert r["picks"][2]["labels"] == ["Open", "Export to Markdown",
+                                       "Export to Notebook (.ipynb)", "Export to JSON"]
+    assert "tell me about apples" in r["reopened"] and "Answer about apples." in r["reopened"]
+    assert "Answer about pears." not in r["reopened"]
+    md = "\n".join(r["md"])
+    assert "tell me about pears" in md and "Answer about pears." in md and "apples" not in md
+    assert r["nbformat"] == 4 and r["cells"] >= 2
+    assert any("exported (markdown); :w tell-me-about-pears.md saves it" in n["msg"]
+               for n in run.notes)
+
+
+def test_model_picker(nvim: Nvim, model: ModelServer, workspace: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    nowhere = "http://127.0.0.1:9/v1"  # the discard port: nothing answers
+    monkeypatch.setenv("OI_LSP_LOCAL_PRESETS", json.dumps(
+        {"lmstudio": model.url, "ollama": nowhere, "llamafile": nowhere, "jan": nowhere}))
+    model.script(ms.text("Local model here."))
+    settings = {**model.settings(), "model": "gpt-4o-mini", "apiBase": "http://127.0.0.1:9/v1"}
+    run = nvim.run(PICKER + """
+        choose("openai/scripted")
+        vim.cmd("OIModel")
+        T.wait(function()
+          local res = require("oi.client").request_sync(T.root, "oi/configure", {})
+          return res and res.settings.model == "openai/scripted"
+        end, "the chosen model")
+        local settings = require("oi.client").request_sync(T.root, "oi/configure", {}).settings
+        vim.cmd("OIChat hi")
+        T.wait_text("Local model here.")
+        T.wait_idle()
+        return { picks = picks, apiBase = settings.apiBase }
+    """, workspace, setup={"settings": settings})
+    pick = run.result["picks"][0]
+    assert pick["prompt"] == ("Model (now gpt-4o-mini; local servers not running: "
+                              "ollama, llamafile, jan)")
+    assert pick["labels"][0] == f"openai/scripted  · lmstudio {model.url}"
+    assert pick["labels"][-1] == "another model, by name…"
+    assert run.result["apiBase"] == model.url
+    assert model.requests[-1]["model"] == "scripted"
+    assert any("oi: model openai/scripted" in n["msg"] for n in run.notes)

@@ -137,13 +137,19 @@ function M.autorun(o)
   end)
 end
 
+--- :OIModel name sets the model of this workspace; :OIModel alone opens the picker.
 function M.model(o)
   local root = client.root(0)
-  local params = o.args ~= "" and { model = o.args } or {}
-  client.request(root, "oi/configure", params, function(res)
+  if o.args == "" then return require("oi.models").pick(root) end
+  client.request(root, "oi/configure", { model = o.args }, function(res)
     local name = res.settings and res.settings.model
     vim.notify("oi: model " .. (name and name ~= vim.NIL and name or "(none configured)"))
   end)
+end
+
+--- :OIConversations: open, start or export the workspace's conversations.
+function M.conversations()
+  require("oi.conversations").pick(client.root(0))
 end
 
 --- :OIKey: the API key, typed hidden (never in the command history), for this Neovim session:
