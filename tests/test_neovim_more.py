@@ -344,3 +344,27 @@ def test_model_picker(nvim: Nvim, model: ModelServer, workspace: Path,
     assert run.result["apiBase"] == model.url
     assert model.requests[-1]["model"] == "scripted"
     assert any("oi: model openai/scripted" in n["msg"] for n in run.notes)
+
+
+def test_doc_lists_every_command_option_and_highlight() -> None:
+    doc = (PLUGIN / "doc" / "oi.txt").read_text()
+    plugin = (PLUGIN / "plugin" / "oi.lua").read_text()
+    commands = re.findall(r'^c\("(\w+)"', plugin, re.M)
+    assert len(commands) >= 11 and "OIConversations" in commands and "OIKey" in commands
+    for name in commands:
+        assert f"*:{name}*" in doc, name
+    for plug in re.findall(r'"(<Plug>\([\w-]+\))"', plugin):
+        assert f"*{plug}*" in doc, plug
+    init = (PLUGIN / "lua" / "oi" / "init.lua").read_text()
+    defaults = init[init.index("M.defaults = {"):init.index("\n}\n", init.index("M.defaults"))]
+    options = re.findall(r"^  (\w+) = ", defaults, re.M)
+    assert "layout" in options and "notify_hidden" in options
+    for key in options:
+        assert f"*oi-config-{key}*" in doc, key
+    highlights = doc[doc.index("*oi-highlights*"):doc.index("*oi-api*")]
+    lua = "\n".join(p.read_text() for p in (PLUGIN / "lua" / "oi").glob("*.lua"))
+    groups = set(re.findall(r'hl_group = "(\w+)"', lua))
+    groups |= set(re.findall(r'\{ \w+, "(\w+)" \}', lua))  # virtual text chunks
+    assert {"Comment", "CursorLine", "DiagnosticInfo"} <= groups
+    for group in groups:
+        assert group in highlights, group
