@@ -84,19 +84,30 @@ def test_two_roots_share_one_server(nvim: Nvim, model: ModelServer, tmp_path: Pa
 
 
 def test_missing_key_reads_as_such(nvim: Nvim, model: ModelServer, workspace: Path) -> None:
-    model.script(ms.error(401, "You didn't provide an API key."))
+    model.script(ms.error(401, "You didn't provide an API key."),
+                 ms.error(401, "You didn't provide an API key."))
     settings = {k: v for k, v in model.settings().items() if k != "apiKey"}
     run = nvim.run("""
         vim.cmd("OIChat hello")
         T.wait_text(":OIKey")
         T.wait_idle()
+        vim.cmd("close")  -- the chat hidden: the advice is notified too
+        require("oi.commands").send(T.root, "again")  -- as from a mapping, the chat stays hidden
+        T.wait(function()
+          local _, n = T.text():gsub("Missing API key", "")
+          return n == 2
+        end, "the second advice")
+        T.wait_idle()
     """, workspace, setup={"settings": settings})
     assert "Model error" not in run.text and "(500)" not in run.text
     errors = [line for line in run.lines if line.startswith("> **Error:**")]
-    assert len(errors) == 1 and "No API key is set" in errors[0], run.lines
+    assert len(errors) == 2 and "No API key is set" in errors[0], run.lines
     advice = [line for line in run.lines if ":OIKey" in line]
-    assert advice and "Missing API key" in advice[0] and "settings.apiKey" in advice[0]
-    assert any(":OIKey" in n["msg"] for n in run.notes)
+    assert len(advice) == 2 and "Missing API key" in advice[0]
+    assert "settings.apiKey" in advice[0]
+    assert run.lines.index(advice[0]) == run.lines.index(errors[0]) + 1
+    notified = [n for n in run.notes if ":OIKey" in n["msg"]]
+    assert len(notified) == 1 and notified[0]["level"] == 3  # WARN, once: when hidden
 
 
 def test_oikey_sets_the_key_for_the_session(nvim: Nvim, model: ModelServer,

@@ -175,6 +175,11 @@ end
 
 --- Send an oi/* request for `root`; `on_result(result)` on success. Errors go to the chat
 --- buffer and vim.notify, unless `on_error(err)` takes them.
+---@param root string the workspace root (sent as `workspace` unless params has one)
+---@param method string e.g. "oi/chat", "oi/configure"
+---@param params table?
+---@param on_result fun(result: any)?
+---@param on_error fun(err: lsp.ResponseError)?
 function M.request(root, method, params, on_result, on_error)
   params = params or {}
   params.workspace = params.workspace or M.uri(root)
@@ -192,6 +197,11 @@ function M.request(root, method, params, on_result, on_error)
 end
 
 --- The same, waiting up to `timeout` ms: returns result, err (err is a string on a timeout).
+---@param root string
+---@param method string
+---@param params table?
+---@param timeout integer? milliseconds (default 10000)
+---@return any result, string? err
 function M.request_sync(root, method, params, timeout)
   local done, result, err = false, nil, nil
   M.request(root, method, params, function(r) done, result = true, r end,

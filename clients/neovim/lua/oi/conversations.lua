@@ -38,6 +38,7 @@ local function export(root, id, fmt)
     vim.bo[buf].modified = false
     local name = (res.title and res.title ~= "") and res.title or id
     vim.b[buf].oi_export = { id = id, format = fmt.format }
+    vim.b[buf].oi_root = root -- oi.status() and the commands there act on its workspace
     vim.notify(("oi: %s exported (%s); :w %s.%s saves it"):format(name, fmt.format,
       name:gsub("[^%w%-_ ]", ""):gsub(" +", "-"):sub(1, 40), fmt.ext))
   end)

@@ -3,6 +3,7 @@
 local M = {}
 
 --- What to do, per errorKind.
+---@type table<string, string>
 M.advice = {
   noModel = "Choose a model: :OIModel (a picker), or model = ... in require('oi').setup{}, or $OI_MODEL.",
   noApiKey = "Missing API key: :OIKey sets one for this session; to keep it, settings.apiKey in "
@@ -17,13 +18,18 @@ M.advice = {
   notSaved = "The conversation could not be saved: check the data folder ($OI_LSP_DATA_DIR).",
 }
 
---- oi/turn: after an error the chat already shows, say what to do (and notify it).
+--- oi/turn: after an error the chat already shows, say what to do there; notified too when
+--- the chat is hidden (the error itself already was: a second message would make the user
+--- press ENTER in a visible chat).
+---@param root string
+---@param p table an oi/turn notification
 function M.on_turn(root, p)
   if p.status == "running" or type(p.errorKind) ~= "string" then return end
   local text = M.advice[p.errorKind]
   if not text then return end
-  require("oi.chat").put(root, "> " .. text)
-  vim.notify("oi: " .. text, vim.log.levels.WARN)
+  local chat = require("oi.chat")
+  chat.put(root, "> " .. text)
+  if not chat.visible(root) then vim.notify("oi: " .. text, vim.log.levels.WARN) end
 end
 
 return M

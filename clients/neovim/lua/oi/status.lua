@@ -45,6 +45,8 @@ end
 local function changed(root, st)
   vim.api.nvim_exec_autocmds("User", { pattern = "OIStatus", modeline = false,
     data = { root = root, activity = st.activity, message = message(st) } })
+  -- statuslines showing oi.status() are redrawn only on some events: every window's now
+  pcall(vim.cmd.redrawstatus, { bang = true })
 end
 
 local function set(root, activity)
@@ -57,6 +59,8 @@ local function set(root, activity)
 end
 
 --- oi/stream: the status chunks say thinking / waiting / running / idle.
+---@param root string
+---@param p table the notification
 function M.on_stream(root, p)
   if p.type == "confirmation" then M.get(root).language = p.format end
   if p.type ~= "status" then return end
@@ -64,6 +68,8 @@ function M.on_stream(root, p)
 end
 
 --- oi/turn: a turn or run begins (a progress begins) or ends (it ends).
+---@param root string
+---@param p table the notification
 function M.on_turn(root, p)
   local st = M.get(root)
   if p.status == "running" then
@@ -82,6 +88,8 @@ function M.on_turn(root, p)
 end
 
 --- oi/resources: a long run's figures.
+---@param root string
+---@param p table the notification
 function M.on_resources(root, p)
   local st = M.get(root)
   local r = p.repl or {}

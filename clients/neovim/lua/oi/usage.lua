@@ -40,6 +40,8 @@ function M.session_text(session)
   return text
 end
 
+---@param root string
+---@param p table an oi/turn notification
 --- oi/turn: at the end of a chat turn that called the model, add up and show its usage.
 function M.on_turn(root, p)
   local u = p.usage
@@ -49,7 +51,10 @@ function M.on_turn(root, p)
   session.completionTokens = session.completionTokens + (u.completionTokens or 0)
   session.calls = session.calls + (u.calls or 0)
   if type(u.sessionCost) == "number" then session.sessionCost = u.sessionCost end
-  require("oi.chat").put(root, "_(" .. M.turn_text(u, session) .. ")_")
+  pcall(vim.cmd.redrawstatus, { bang = true }) -- oi.status() shows the new totals
+  local chat = require("oi.chat")
+  chat.gap(root)
+  chat.put(root, "_(" .. M.turn_text(u, session) .. ")_")
 end
 
 return M
