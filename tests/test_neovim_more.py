@@ -379,3 +379,18 @@ def test_doc_lists_every_command_option_and_highlight() -> None:
     assert {"Comment", "CursorLine", "DiagnosticInfo"} <= groups
     for group in groups:
         assert group in highlights, group
+
+
+def test_checkhealth_names_the_folders_of_the_one_server(nvim: Nvim, tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    run = nvim.run(f"""
+        local started = false
+        require("oi.client").with_client({json.dumps(str(one))}, function() started = true end)
+        T.wait(function() return started end, "the server")
+        vim.cmd.tcd({json.dumps(str(two))})
+        vim.cmd("checkhealth oi")
+        return vim.api.nvim_buf_get_lines(0, 0, -1, false)
+    """, tmp_path)
+    assert f"- one oi-lsp serves 2 workspace folders: {one}, {two}" in run.result
