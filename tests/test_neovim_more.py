@@ -394,3 +394,27 @@ def test_checkhealth_names_the_folders_of_the_one_server(nvim: Nvim, tmp_path: P
         return vim.api.nvim_buf_get_lines(0, 0, -1, false)
     """, tmp_path)
     assert f"- one oi-lsp serves 2 workspace folders: {one}, {two}" in run.result
+
+
+def test_a_server_error_goes_to_the_chat_of_its_turn(nvim: Nvim, model: ModelServer,
+                                                     tmp_path: Path) -> None:
+    """window/showMessage names no workspace: with one server for two roots, the error of a
+    turn in one root must not land in the chat of the root the cursor is in."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    for ws in (one, two):
+        ws.mkdir()
+        (ws / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        (ws / "main.py").write_text("x = 1\n")
+    model.script(ms.error(401, "invalid api key"))
+    run = nvim.run(f"""
+        local one, two = {json.dumps(str(one))}, {json.dumps(str(two))}
+        vim.cmd("edit " .. two .. "/main.py")
+        vim.cmd("OIChat")  -- two's chat, and the server
+        vim.cmd("wincmd p")
+        require("oi.commands").send(one, "hello")  -- one's turn, the cursor in two
+        T.wait_text("**Error:**", one)
+        T.wait_idle(one)
+        return {{ one = T.lines(one), two = T.lines(two) }}
+    """, tmp_path)
+    assert any("refused the API key" in line for line in run.result["one"])
+    assert not any("Error" in line for line in run.result["two"]), run.result["two"]

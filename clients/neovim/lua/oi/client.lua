@@ -36,8 +36,9 @@ local function is_stopped(client)
   return client.is_stopped()
 end
 
---- The root a notification is about: its `workspace`, else the current buffer's root when the
---- server serves it, else the first root.
+--- The root a notification is about: its `workspace`; else (window/showMessage names none)
+--- the one root where a turn or run goes on, else the current buffer's root when the server
+--- serves it, else the first root.
 local function root_for(params)
   local uri = type(params) == "table" and params.workspace or nil
   if type(uri) == "string" then
@@ -45,6 +46,9 @@ local function root_for(params)
     local ok, path = pcall(vim.uri_to_fname, uri)
     if ok and folders[vim.fs.normalize(path)] then return vim.fs.normalize(path) end
   end
+  local busy = vim.tbl_filter(function(r) return require("oi.chat").busy(r) end,
+    vim.tbl_keys(folders))
+  if #busy == 1 then return busy[1] end
   local here = M.root(0)
   if folders[here] then return here end
   return next(folders)
