@@ -14,7 +14,11 @@ c("OIReset", cmd("reset"), { desc = "oi: clear the conversation and restart the 
 c("OIHistory", cmd("history"), { desc = "oi: reload the saved conversation" })
 c("OIAutoRun", cmd("autorun"), { nargs = 1, complete = function() return { "on", "off" } end,
   desc = "oi: run proposals without asking (on|off)" })
-c("OIModel", cmd("model"), { nargs = "?", desc = "oi: set (or show) the model of this workspace" })
+c("OIModel", cmd("model"), { nargs = "?",
+  desc = "oi: set the model of this workspace (no name: a picker of local models and profiles)" })
+c("OIConversations", cmd("conversations"),
+  { desc = "oi: the saved conversations: open, new, export (Markdown, Notebook, JSON)" })
+c("OIKey", cmd("key"), { desc = "oi: enter the API key for this session (typed hidden)" })
 
 local p = vim.keymap.set
 p("n", "<Plug>(oi-chat)", "<Cmd>OIChat<CR>", { desc = "oi: chat" })

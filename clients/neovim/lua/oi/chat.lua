@@ -94,7 +94,7 @@ function M.state(root)
   if st and vim.api.nvim_buf_is_valid(st.buf) then return st end
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_name(buf, "oi://chat" .. root)
-  vim.bo[buf].filetype = "markdown"
+  require("oi.highlight").apply(buf) -- markdown, code blocks highlighted in their language
   vim.b[buf].oi_root = root
   local lines = header(root)
   vim.list_extend(lines, { "", SEP, "" })

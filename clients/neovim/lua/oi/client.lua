@@ -1,15 +1,20 @@
--- LSP glue: one oi-lsp client per workspace root, reused by every buffer of that root.
+-- LSP glue: one oi-lsp client for every workspace root. The first root starts the server; each
+-- further root is added to it as a workspace folder (workspace/didChangeWorkspaceFolders), and
+-- gets its own session there (conversation, REPLs): one server process, not one per root.
 local M = {}
 
-local by_root = {}  -- root -> client id
-local root_of = {}  -- client id -> root
-local ready = {}    -- client id -> true once initialized
-local queued = {}   -- client id -> functions waiting for initialization
+local client_id = nil -- the running client
+local ready = false   -- true once it is initialized
+local queued = {}     -- functions waiting for its initialization
+local folders = {}    -- root -> true: the workspace folders it serves
+local by_uri = {}     -- workspace URI -> root, to route the server's notifications
 
 local has_011 = vim.fn.has("nvim-0.11") == 1
 
 --- The workspace root of a buffer: the chat's own root, else a root marker above its file,
 --- else the window's working directory (so each tab can have its own with :tcd).
+---@param bufnr integer? the buffer (0 or nil: the current one)
+---@return string root an absolute, normalized folder
 function M.root(bufnr)
   bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
   local own = vim.b[bufnr].oi_root
@@ -22,6 +27,8 @@ function M.root(bufnr)
   return vim.fs.normalize(vim.fn.getcwd())
 end
 
+---@param root string
+---@return string uri the file:// URI of the folder
 function M.uri(root) return vim.uri_from_fname(root) end
 
 local function is_stopped(client)
@@ -29,18 +36,45 @@ local function is_stopped(client)
   return client.is_stopped()
 end
 
+--- The root a notification is about: its `workspace`; else (window/showMessage names none)
+--- the one root where a turn or run goes on, else the current buffer's root when the server
+--- serves it, else the first root.
+local function root_for(params)
+  local uri = type(params) == "table" and params.workspace or nil
+  if type(uri) == "string" then
+    if by_uri[uri] then return by_uri[uri] end
+    local ok, path = pcall(vim.uri_to_fname, uri)
+    if ok and folders[vim.fs.normalize(path)] then return vim.fs.normalize(path) end
+  end
+  local busy = vim.tbl_filter(function(r) return require("oi.chat").busy(r) end,
+    vim.tbl_keys(folders))
+  if #busy == 1 then return busy[1] end
+  local here = M.root(0)
+  if folders[here] then return here end
+  return next(folders)
+end
+
 local function handlers()
   local function on(fn)
-    return function(err, params, ctx)
+    return function(err, params)
       if err then return end
-      local root = root_of[ctx.client_id]
+      local root = root_for(params)
       if root then fn(root, params) end
     end
   end
   return {
-    ["oi/stream"] = on(function(root, p) require("oi.chat").on_stream(root, p) end),
+    ["oi/stream"] = on(function(root, p)
+      require("oi.status").on_stream(root, p)
+      require("oi.chat").on_stream(root, p)
+    end),
     ["oi/proposal"] = on(function(root, p) require("oi.approval").on_proposal(root, p) end),
-    ["oi/turn"] = on(function(root, p) require("oi.chat").on_turn(root, p) end),
+    ["oi/turn"] = on(function(root, p)
+      require("oi.status").on_turn(root, p)
+      require("oi.chat").on_turn(root, p)
+      require("oi.usage").on_turn(root, p)
+      require("oi.errors").on_turn(root, p)
+    end),
+    ["oi/resources"] = on(function(root, p) require("oi.status").on_resources(root, p) end),
     -- A running program reads input: asked here, masked for a password; nil is a cancel.
     ["oi/input"] = function(err, params)
       if err then return vim.NIL end
@@ -50,7 +84,7 @@ local function handlers()
     end,
     -- The server's errors (a bad setting, a model error) go to the chat and to vim.notify.
     ["window/showMessage"] = function(err, params, ctx)
-      local root = root_of[ctx.client_id]
+      local root = root_for(params)
       if not err and root and params.type == vim.lsp.protocol.MessageType.Error then
         require("oi.chat").server_error(root, params.message)
         return vim.NIL
@@ -60,14 +94,33 @@ local function handlers()
   }
 end
 
---- Start (or reuse) the client of `root`; `fn(client)` runs once it is initialized.
-function M.with_client(root, fn)
-  local id = by_root[root]
-  local client = id and vim.lsp.get_client_by_id(id)
-  if client and not is_stopped(client) then
-    if ready[id] then fn(client) else table.insert(queued[id], fn) end
-    return
+--- Add `root` to the running client's workspace folders (the server opens its session).
+local function add_folder(client, root)
+  local folder = { uri = M.uri(root), name = vim.fs.basename(root) }
+  folders[root], by_uri[folder.uri] = true, root
+  client.workspace_folders = client.workspace_folders or {}
+  for _, f in ipairs(client.workspace_folders) do
+    if f.uri == folder.uri then return end
   end
+  table.insert(client.workspace_folders, folder)
+  local params = { event = { added = { folder }, removed = {} } }
+  if has_011 then
+    client:notify("workspace/didChangeWorkspaceFolders", params)
+  else
+    client.notify("workspace/didChangeWorkspaceFolders", params)
+  end
+end
+
+local function forget_client(code, signal)
+  local roots = vim.tbl_keys(folders)
+  client_id, ready, queued, folders, by_uri = nil, false, {}, {}, {}
+  if vim.v.exiting ~= vim.NIL then return end -- v:exiting is null until Neovim quits
+  vim.schedule(function()
+    for _, r in ipairs(roots) do require("oi.chat").server_exited(r, code, signal) end
+  end)
+end
+
+local function start(root)
   local cfg = require("oi").config
   local caps = vim.lsp.protocol.make_client_capabilities()
   caps.experimental = vim.tbl_extend("force", caps.experimental or {}, { oi = true, oiInput = true })
@@ -80,23 +133,18 @@ function M.with_client(root, fn)
     init_options = require("oi").server_settings(),
     handlers = handlers(),
     on_init = function(c)
-      ready[c.id] = true
-      local waiting = queued[c.id] or {}
-      queued[c.id] = {}
+      ready = true
+      local waiting = queued
+      queued = {}
       for _, f in ipairs(waiting) do f(c) end
     end,
     on_exit = function(code, signal, cid)
-      local r = root_of[cid]
-      if r and by_root[r] == cid then by_root[r] = nil end
-      root_of[cid], ready[cid], queued[cid] = nil, nil, nil
-      if r and vim.v.exiting == vim.NIL then -- v:exiting is null until Neovim quits
-        vim.schedule(function() require("oi.chat").server_exited(r, code, signal) end)
-      end
+      if cid == client_id then forget_client(code, signal) end
     end,
   }
   local ok, new_id
   if has_011 then
-    -- attach = false: the client serves a workspace, not a document
+    -- attach = false: the client serves workspaces, not a document
     ok, new_id = pcall(vim.lsp.start, config, { attach = false, reuse_client = function() return false end })
   else
     ok, new_id = pcall(vim.lsp.start_client, config)
@@ -104,15 +152,38 @@ function M.with_client(root, fn)
   if not ok or not new_id then
     vim.notify(("oi: could not start %s%s"):format(table.concat(cfg.cmd, " "),
       ok and "" or (": " .. tostring(new_id))), vim.log.levels.ERROR)
-    return
+    return nil
   end
-  by_root[root], root_of[new_id] = new_id, root
-  queued[new_id] = queued[new_id] or {}
-  if ready[new_id] then fn(vim.lsp.get_client_by_id(new_id)) else table.insert(queued[new_id], fn) end
+  client_id = new_id
+  folders[root], by_uri[M.uri(root)] = true, root
+  return new_id
+end
+
+--- Start the client (or reuse it, adding `root` as a workspace folder); `fn(client)` runs once
+--- it is initialized.
+---@param root string the workspace root
+---@param fn fun(client: vim.lsp.Client)
+function M.with_client(root, fn)
+  local client = client_id and vim.lsp.get_client_by_id(client_id)
+  if not (client and not is_stopped(client)) then
+    if client_id then forget_client(0, 0) end
+    if not start(root) then return end
+    client = vim.lsp.get_client_by_id(client_id)
+  end
+  local function go(c)
+    if not folders[root] then add_folder(c, root) end
+    fn(c)
+  end
+  if ready then go(client) else table.insert(queued, go) end
 end
 
 --- Send an oi/* request for `root`; `on_result(result)` on success. Errors go to the chat
 --- buffer and vim.notify, unless `on_error(err)` takes them.
+---@param root string the workspace root (sent as `workspace` unless params has one)
+---@param method string e.g. "oi/chat", "oi/configure"
+---@param params table?
+---@param on_result fun(result: any)?
+---@param on_error fun(err: lsp.ResponseError)?
 function M.request(root, method, params, on_result, on_error)
   params = params or {}
   params.workspace = params.workspace or M.uri(root)
@@ -130,6 +201,11 @@ function M.request(root, method, params, on_result, on_error)
 end
 
 --- The same, waiting up to `timeout` ms: returns result, err (err is a string on a timeout).
+---@param root string
+---@param method string
+---@param params table?
+---@param timeout integer? milliseconds (default 10000)
+---@return any result, string? err
 function M.request_sync(root, method, params, timeout)
   local done, result, err = false, nil, nil
   M.request(root, method, params, function(r) done, result = true, r end,
@@ -140,21 +216,26 @@ function M.request_sync(root, method, params, timeout)
   return result, err and (err.message or vim.inspect(err))
 end
 
---- The ids of the running clients, by root (for :checkhealth and tests).
-function M.clients() return vim.deepcopy(by_root) end
+--- The running client's id, if any.
+---@return integer?
+function M.id() return client_id end
 
---- Stop every oi client; with `wait`, until they have exited (at most `wait` ms).
+--- The client id serving each root (for :checkhealth and tests): one client for all of them.
+---@return table<string, integer>
+function M.clients()
+  local out = {}
+  if client_id then for root in pairs(folders) do out[root] = client_id end end
+  return out
+end
+
+--- Stop the oi client; with `wait`, until it has exited (at most `wait` ms).
+---@param wait integer? milliseconds
 function M.stop_all(wait)
-  local ids = vim.tbl_values(by_root)
-  for _, id in ipairs(ids) do
-    local c = vim.lsp.get_client_by_id(id)
-    if c then if has_011 then c:stop() else c.stop() end end
-  end
-  if wait then
-    vim.wait(wait, function()
-      for _, id in ipairs(ids) do if root_of[id] then return false end end
-      return true
-    end, 20)
+  local id = client_id
+  local c = id and vim.lsp.get_client_by_id(id)
+  if c then if has_011 then c:stop() else c.stop() end end
+  if wait and c then
+    vim.wait(wait, function() return client_id ~= id end, 20)
   end
 end
 

@@ -9,6 +9,9 @@ local image_types = { png = "image/png", jpg = "image/jpeg", jpeg = "image/jpeg"
   gif = "image/gif", webp = "image/webp" }
 
 --- Send a chat message (with an optional context, and what :OIAttach attached) for `root`.
+---@param root string
+---@param message string
+---@param context table? {uri?, language?, selection?, range?}
 function M.send(root, message, context)
   chat.user(root, message, context)
   local attachments = attached[root]
@@ -18,6 +21,7 @@ function M.send(root, message, context)
 end
 
 --- :OIAttach {image}: an image file goes with the next message of this workspace.
+---@param o vim.api.keyset.create_user_command.command_args
 function M.attach(o)
   local path = vim.fn.fnamemodify(vim.fn.expand(o.args), ":p")
   local mime = image_types[(vim.fn.fnamemodify(path, ":e")):lower()]
@@ -34,6 +38,7 @@ function M.attach(o)
   vim.notify(("oi: attached %s (sent with the next message)"):format(vim.fs.basename(path)))
 end
 
+---@param o vim.api.keyset.create_user_command.command_args
 function M.chat(o)
   local root = client.root(0)
   chat.open(root, true)
@@ -65,6 +70,7 @@ local function file_uri(buf)
   return vim.uri_from_fname(vim.fn.fnamemodify(name, ":p"))
 end
 
+---@param o vim.api.keyset.create_user_command.command_args
 function M.run(o)
   local root = client.root(0)
   local text, range = selection(o)
@@ -85,6 +91,7 @@ end
 -- Filetypes whose language the server names otherwise (it knows the other aliases).
 local LANGUAGES = { sh = "shell", ps1 = "powershell", markdown = "python", [""] = "python" }
 
+---@param o vim.api.keyset.create_user_command.command_args
 function M.exec(o)
   local root = client.root(0)
   local code = selection(o)
@@ -122,6 +129,7 @@ function M.history()
   client.request(root, "oi/history", {}, function(res) chat.load_history(root, res.messages) end)
 end
 
+---@param o vim.api.keyset.create_user_command.command_args
 function M.autorun(o)
   local root = client.root(0)
   if o.args ~= "on" and o.args ~= "off" then
@@ -137,12 +145,41 @@ function M.autorun(o)
   end)
 end
 
+--- :OIModel name sets the model of this workspace; :OIModel alone opens the picker.
+---@param o vim.api.keyset.create_user_command.command_args
 function M.model(o)
   local root = client.root(0)
-  local params = o.args ~= "" and { model = o.args } or {}
-  client.request(root, "oi/configure", params, function(res)
+  if o.args == "" then return require("oi.models").pick(root) end
+  client.request(root, "oi/configure", { model = o.args }, function(res)
     local name = res.settings and res.settings.model
     vim.notify("oi: model " .. (name and name ~= vim.NIL and name or "(none configured)"))
+  end)
+end
+
+--- :OIConversations: open, start or export the workspace's conversations.
+function M.conversations()
+  require("oi.conversations").pick(client.root(0))
+end
+
+--- :OIKey: the API key, typed hidden (never in the command history), for this Neovim session:
+--- sent to the server as a settings change (it applies to every workspace), not saved.
+function M.key()
+  local ok, key = pcall(vim.fn.inputsecret, "API key (not saved; empty cancels): ")
+  if not ok or type(key) ~= "string" or vim.trim(key) == "" then
+    return vim.notify("oi: no key entered; nothing changed")
+  end
+  local oi = require("oi")
+  oi.config.settings = oi.config.settings or {}
+  oi.config.settings.apiKey = vim.trim(key)
+  local root = client.root(0)
+  client.with_client(root, function(c)
+    local params = { settings = { oi = oi.server_settings() } }
+    if vim.fn.has("nvim-0.11") == 1 then
+      c:notify("workspace/didChangeConfiguration", params)
+    else
+      c.notify("workspace/didChangeConfiguration", params)
+    end
+    vim.notify("oi: API key set for this session (not saved)")
   end)
 end
 

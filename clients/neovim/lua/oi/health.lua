@@ -77,6 +77,10 @@ function M.check()
   if not model(root) then return end
   h.start("oi: kernel")
   kernel(root)
+  local roots = vim.tbl_keys(require("oi.client").clients())
+  table.sort(roots)
+  h.info(("one oi-lsp serves %d workspace folder%s: %s"):format(#roots, #roots == 1 and "" or "s",
+    table.concat(roots, ", ")))
 end
 
 return M

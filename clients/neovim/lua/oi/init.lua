@@ -2,7 +2,18 @@
 -- require("oi").setup{...} is optional: the commands work with the defaults below.
 local M = {}
 
+---@class oi.Config
+---@field cmd string[]|string how to start the server
+---@field settings table the `oi` settings of docs/protocol.md (model, apiBase, apiKey, ...)
+---@field model string? shorthand for settings.model
+---@field auto_run boolean? shorthand for settings.autoRun
+---@field layout "vsplit"|"split"|"float"|"tab" where the chat opens
+---@field root_markers string[] files or folders that mark a workspace root
+---@field keymaps boolean false: no default keymaps (the <Plug>(oi-...) ones stay)
+---@field notify_hidden boolean vim.notify a proposal when the chat window is hidden
+
 -- The documented defaults (see :help oi-config).
+---@type oi.Config
 M.defaults = {
   cmd = { "oi-lsp" },        -- how to start the server
   settings = {},             -- the `oi` settings of docs/protocol.md (model, apiBase, apiKey, ...)
@@ -14,9 +25,11 @@ M.defaults = {
   notify_hidden = true,      -- vim.notify a proposal when the chat window is hidden
 }
 
+---@type oi.Config
 M.config = vim.deepcopy(M.defaults)
 
 --- The settings sent as initializationOptions.
+---@return table
 function M.server_settings()
   local s = vim.deepcopy(M.config.settings or {})
   if M.config.model then s.model = M.config.model end
@@ -34,6 +47,8 @@ M.keymaps = {
   { "n", "<leader>os", "<Plug>(oi-stop)" },
 }
 
+--- Configure the plugin (optional: the commands work with the defaults).
+---@param opts oi.Config? keys of |oi-config|; missing ones keep their defaults
 function M.setup(opts)
   if opts ~= nil and type(opts) ~= "table" then error("oi.setup: expected a table of options") end
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
@@ -50,6 +65,15 @@ function M.setup(opts)
       if vim.fn.mapcheck(lhs, mode) == "" then vim.keymap.set(mode, lhs, rhs, { remap = true }) end
     end
   end
+end
+
+--- A statusline component: what the workspace of `root` (default: the current buffer's) does
+--- now ("oi: thinking", "oi: waiting for your approval", "oi: running python 12 s · 98% CPU"),
+--- else the session's tokens and cost ("oi: 1,234 tokens · $0.0021"), else "".
+---@param root string? a workspace root
+---@return string
+function M.status(root)
+  return require("oi.status").text(root or require("oi.client").root(0))
 end
 
 return M
