@@ -3,9 +3,10 @@
     .venv/bin/python -m bench.run            # the full run (about 15 minutes on 2 cores)
     .venv/bin/python -m bench.run --quick    # a short run (fewer repeats, fewer workspaces)
 
-The real server runs over stdio, driven by oi_lsp.client as an editor drives it. Baseline A
-(raw jupyter_client) runs in this process and baseline B (Open Interpreter's
-`interpreter.computer.run`) in a child process of its own venv; every repeated figure is
+The real server runs over stdio, driven by oi_lsp.client as an editor drives it. Every
+baseline runs in a fresh process of its own that does nothing else and times itself: baseline
+A (raw jupyter_client) in bench/raw_child.py, baseline B (Open Interpreter's
+`interpreter.computer.run`) in a child process of its own venv. Every repeated figure is
 measured interleaved with its baselines, so a noisy machine slows all sides alike.
 Results go to the terminal and to bench/RESULTS.md.
 """
@@ -31,7 +32,7 @@ from tests.modelserver import ModelServer
 
 from .driver import NO_COALESCING, PeakRSS, Server, rss, tree_rss, wait_idle_cpu
 from .open_interpreter import OpenInterpreter, ensure_venv
-from .raw_kernel import RawKernel, cold_first_result
+from .raw_process import RawProcess, cold_first_result
 from .report import Report, Row, mib, package_versions
 from .stats import Summary, ratio, summarize
 
@@ -243,9 +244,9 @@ class Bench:
         ws = self.folder("ws")
         on = Server(self.data)
         off = Server(self.data, NO_COALESCING)
-        raw = RawKernel(self.folder("ws-raw"))
+        raw = RawProcess()
         try:
-            await raw.start()
+            await raw.start(self.folder("ws-raw"))
             await raw.timed("x = 0")
             await on.start()
             # The sandbox (autoRun's default) measured on its own: row 8g.
@@ -286,7 +287,7 @@ class Bench:
                     values[name].append(value)
         return {k: summarize(v) for k, v in values.items()}
 
-    async def warm(self, on: Server, off: Server, raw: RawKernel) -> None:
+    async def warm(self, on: Server, off: Server, raw: RawProcess) -> None:
         self.log("warm round trips")
         r = await self.interleave({
             "ours": lambda: on.timed(WARM), "off": lambda: off.timed(WARM),
@@ -426,7 +427,7 @@ class Bench:
                             f"{s.median / self.warm_median:.2f}×", "≤ 2× warm",
                             verdict(s.median <= limit)))
 
-    async def flood(self, on: Server, off: Server, raw: RawKernel) -> None:
+    async def flood(self, on: Server, off: Server, raw: RawProcess) -> None:
         n = self.c.flood_lines
         code = f"for i in range({n}): print(i)"
         self.log(f"output flood of {n:,} lines")
@@ -557,11 +558,12 @@ class Bench:
         per_server = (rss(on.pid) - before_server) / n
         per_tree = (tree_rss(on.pid) - before_tree) / n
         threads = psutil.Process(on.pid).num_threads()
-        raws = [RawKernel(self.folder(f"scale-raw-{i}")) for i in range(n)]
-        await asyncio.gather(*(k.start() for k in raws))
+        # Baseline A: n kernels driven by one fresh process of their own.
+        raws = RawProcess()
         try:
-            await asyncio.gather(*(k.timed("x = 0") for k in raws))
-            kernel_rss = [rss(k.pid) for k in raws if k.pid is not None]
+            await raws.start(*(self.folder(f"scale-raw-{i}") for i in range(n)))
+            await raws.timed("x = 0")
+            kernel_rss = [rss(pid) for pid in raws.pids]
             bare = sum(kernel_rss) / len(kernel_rss) if kernel_rss else 0
             self.report.add(Row("6d", "RSS per extra idle workspace: server only",
                                 mib(per_server), f"server threads with {n + 1} workspaces: "
@@ -582,14 +584,12 @@ class Bench:
                 return time.perf_counter() - t0
 
             async def all_raw() -> float:
-                t0 = time.perf_counter()
-                await asyncio.gather(*(k.timed(SCALE_CODE) for k in raws))
-                return time.perf_counter() - t0
+                return await raws.timed(SCALE_CODE)
 
             r = await self.interleave({"one": one, "all": all_ours, "A": all_raw},
                                       self.c.heavy)
         finally:
-            await asyncio.gather(*(k.shutdown() for k in raws))
+            await raws.shutdown()
             on.close_folders(folders)
         single, together, a = r["one"], r["all"], r["A"]
         assert single and together and a
