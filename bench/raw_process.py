@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from .driver import bytecode_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +24,8 @@ class RawProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bench.raw_child", cwd=str(ROOT),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, limit=1 << 20)
+            stderr=asyncio.subprocess.DEVNULL, limit=1 << 20,
+            env={**os.environ, **bytecode_env()})
         await self._line(timeout)
 
     async def start(self, *cwds: Path, timeout: float = 300) -> None:

@@ -41,6 +41,7 @@ WARM = "x = x + 1"
 # A cell of many short lines for the active-line stage: about 0.1 s of work.
 LOOP = "s = 0\nfor i in range(300_000):\n    s += i\n    s -= 1\nprint(s)"
 SCALE_CODE = "y = sum(range(100_000))"
+IDLE_RSS_TARGET = 230 * 2**20  # issue 24: the idle server with the model library loaded
 
 
 @dataclass(slots=True)
@@ -48,6 +49,7 @@ class Config:
     runs: int  # repeats of cheap figures (round trips)
     heavy: int  # repeats of expensive ones (cold starts, floods, model turns, scale rounds)
     flood_lines: int
+    big_mb: int  # the single long line's megabytes (the big flood is 0.57 of it)
     workspaces: int
     pieces: int  # streamed text pieces per model reply
     oi: bool  # measure baseline B
@@ -55,7 +57,8 @@ class Config:
 
     def describe(self) -> str:
         return (f"{self.runs} runs of round trips, {self.heavy} of cold starts / floods / model "
-                f"turns / scale rounds, flood of {self.flood_lines:,} lines, "
+                f"turns / scale rounds, flood of {self.flood_lines:,} lines, a {self.big_mb} MB "
+                f"line, "
                 f"{self.workspaces} workspaces, {self.pieces} streamed pieces per reply")
 
 
@@ -66,6 +69,8 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument("--runs", type=int, help="repeats of round trips (default 30, quick 5)")
     p.add_argument("--heavy", type=int, help="repeats of expensive figures (default 20, quick 3)")
     p.add_argument("--flood-lines", type=int, default=200_000)
+    p.add_argument("--big-mb", type=int, default=100,
+                   help="megabytes of the single-line flood (the many-line one is 0.57 of it)")
     p.add_argument("--workspaces", type=int, help="workspaces at once (default 20, quick 4)")
     p.add_argument("--pieces", type=int, help="pieces per streamed reply (default 20, quick 8)")
     p.add_argument("--no-oi", action="store_true", help="skip baseline B (Open Interpreter)")
@@ -73,7 +78,8 @@ def parse_args(argv: list[str] | None) -> Config:
     a = p.parse_args(argv)
     q = a.quick
     return Config(runs=a.runs or (5 if q else 30), heavy=a.heavy or (3 if q else 20),
-                  flood_lines=a.flood_lines, workspaces=a.workspaces or (4 if q else 20),
+                  flood_lines=a.flood_lines, big_mb=a.big_mb,
+                  workspaces=a.workspaces or (4 if q else 20),
                   pieces=a.pieces or (8 if q else 20), oi=not a.no_oi, output=a.output)
 
 
@@ -178,6 +184,7 @@ class Bench:
             self.report.note(self.oi_note)
         try:
             await self.startup()
+            await self.memory()
             await self.main_server()
         finally:
             if self.oi is not None:
@@ -189,6 +196,15 @@ class Bench:
         """Metrics 3b and 6a: fresh servers, initialize → first result, litellm laziness."""
         self.log("fresh servers: initialize latency and initialize → first result")
         init, first, raw_first = [], [], []
+        # One of each first, not counted: it fills the bytecode cache (driver.bytecode_env).
+        server = Server(self.data)
+        await server.start()
+        try:
+            await server.initialize([self.folder("cold-warm-up")], self.model.settings())
+            await server.timed("x = 1", self.folder("cold-warm-up"))
+        finally:
+            await server.close()
+        await cold_first_result(self.folder("cold-raw-warm-up"), "x = 1")
         for i in range(self.c.heavy):
             ws = self.folder(f"cold-{i}")
             server = Server(self.data)
@@ -240,6 +256,44 @@ class Bench:
                             verdict=verdict(not early and seen_later)))
         self.report.note(f"6b: {detail}; traced with python -X importtime")
 
+    async def memory(self) -> None:
+        """Metrics 6f-6h: a fresh server's memory as a conversation goes on (issue 24). The
+        window is set as large as a hosted model's (128k): the tokenizer would load near it."""
+        self.log("server memory: after initialize, after the first turn, a long conversation")
+        server = Server(self.data)
+        ws = self.folder("ws-memory")
+        turns = max(5, 2 * self.c.heavy)
+        try:
+            await server.start()
+            await server.initialize([ws], self.model.settings(autoRun=True,
+                                                               contextWindow=128_000))
+            after_init = rss(server.pid)
+            await self.memory_turn(server, 0)
+            await wait_idle_cpu([server.pid], timeout=120)
+            after_first = rss(server.pid)
+            for k in range(1, turns):
+                await self.memory_turn(server, k)
+            await wait_idle_cpu([server.pid], timeout=120)
+            after_long = rss(server.pid)
+        finally:
+            await server.close()
+        self.report.add(Row("6f", "server RSS right after initialize answered (1 workspace)",
+                            mib(after_init)))
+        self.report.add(Row("6g", "server RSS after the first model turn (litellm loaded)",
+                            mib(after_first)))
+        self.report.add(Row("6h", f"server RSS after a conversation of {turns} turns (each a "
+                                  "run of 2 KB output and a 1 KB answer)", mib(after_long),
+                            f"after the first turn {mib(after_first)}",
+                            fmt_ratio(after_long / after_first)))
+
+    async def memory_turn(self, server: Server, k: int) -> None:
+        self.model.reset()
+        self.model.script(ms.tool("python", f"print('{k:03d}' * 700)"),
+                          ms.text(" ".join(f"m{k:03d}w{i:03d}" for i in range(128))))
+        result = await server.client.chat(f"turn {k}: print it")
+        if result["status"] != "done":
+            raise RuntimeError(f"memory turn {k} ended {result}")
+
     async def main_server(self) -> None:
         ws = self.folder("ws")
         on = Server(self.data)
@@ -270,6 +324,7 @@ class Bench:
             await self.idle_memory(on)
             await self.first_execute(on)
             await self.flood(on, off, raw)
+            await self.big_floods(on)
             await self.model_turns(on)
             await self.scale(on)
         finally:
@@ -407,7 +462,8 @@ class Bench:
         self.idle_tree = tree_rss(on.pid)
         self.report.add(Row("6c", "server RSS idle (1 workspace, litellm loaded)",
                             mib(self.idle_server),
-                            f"with its kernel: {mib(self.idle_tree)}"))
+                            f"with its kernel: {mib(self.idle_tree)}", target="≤ 230 MiB",
+                            verdict=verdict(self.idle_server <= IDLE_RSS_TARGET)))
 
     async def first_execute(self, on: Server) -> None:
         """Metric 3: a workspace opened a second ago answers its first run almost warm."""
@@ -490,6 +546,31 @@ class Bench:
         self.report.add(Row("8c", "flood notifications, coalescing off", f"{off_count} per run",
                             f"coalescing on {med_count} per run",
                             fmt_ratio(off_count / med_count if med_count else None)))
+
+    async def big_floods(self, on: Server) -> None:
+        """Metrics 4e/4f (issue 24): the server's peak memory while one huge line, and then a
+        flood of 1 KiB lines, go by; the target is at most 100 MiB over the idle server."""
+        mb = self.c.big_mb
+        lines = mb * 1024 * 57 // 100
+        cases = [("4e", f"a single line of {mb} MB: server peak RSS",
+                  f"print('x' * {mb * 1_000_000})", mb * 1_000_000 + 1),
+                 ("4f", f"{lines:,} lines of 1 KiB ({lines // 1024} MiB): server peak RSS",
+                  f"import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range({lines}):\n"
+                  "    sys.stdout.write(line)\n", lines * 1024)]
+        for metric, what, code, size in cases:
+            self.log(what)
+            await wait_idle_cpu([on.pid], timeout=120)
+            idle = rss(on.pid)
+            with PeakRSS(on.pid) as peak:
+                elapsed, result = await on.execute(code)
+            if result["status"] != "ok":
+                raise RuntimeError(f"{what}: {result['status']}")
+            growth = max(0, peak.peak - idle)
+            self.report.add(Row(metric, what, f"{mib(peak.peak)} in {elapsed:.1f} s",
+                                f"idle just before {mib(idle)} (+{mib(growth)})",
+                                fmt_ratio(peak.peak / idle), "≤ idle + 100 MiB",
+                                verdict(growth <= 100 * 2**20)))
+            self.report.note(f"{metric}: {size:,} characters of output")
 
     async def model_turns(self, on: Server) -> None:
         """Metric 5: text + tool call + run + final text, from the scripted model over HTTP."""
