@@ -29,6 +29,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     workload: str = ""
+    # Other work on the machine slows every side, but not alike: say how busy it was.
+    load: str = field(default_factory=lambda: " / ".join(f"{x:.2f}" for x in os.getloadavg()))
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
@@ -56,10 +58,16 @@ class Report:
             "",
             "Written by `.venv/bin/python -m bench.run` (see the README's Benchmarks section). "
             "Times are min / median / p95 over n runs; ratios are median over median, against "
-            "baselines measured in the same run, interleaved with ours.",
+            "baselines measured in the same run, interleaved with ours. Every baseline runs in a "
+            "fresh process of its own that does nothing else and times itself: A (raw "
+            "jupyter_client) in bench/raw_child.py, one process for the warm and flood figures, "
+            "one per cold start, one driving the scale figure's kernels; B in Open "
+            "Interpreter's own venv. oi-lsp's figures are timed by the benchmark's client, "
+            "request sent to response read.",
             "",
             f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
             f"- machine: {machine()}",
+            f"- load average when the run started: {self.load}",
             f"- versions: {', '.join(f'{k} {v}' for k, v in self.versions.items())}",
             f"- workload: {self.workload}",
             "",

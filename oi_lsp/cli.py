@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Talk to the model in this terminal: it proposes code, you approve it, "
                     "it runs in the persistent REPL of the workspace folder. The server runs "
                     "as a child over stdio, exactly as an editor starts it.")
-    from .tui.app import add_arguments  # light: it imports rich only when it runs
+    from .tui.args import add_arguments  # not the client itself: the server never runs it
 
     add_arguments(chat)
     commands.add_parser(

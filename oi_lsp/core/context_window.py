@@ -2,6 +2,11 @@
 
 Tokens are counted with litellm's token counter and priced with its cost map; both are
 estimates (a model unknown to litellm is counted with a generic tokenizer and has no price).
+The tokenizer takes ~110 MiB, so it is loaded only once a conversation nears the window (its
+UTF-8 bytes, an upper bound of its tokens, exceed what the window leaves for it); below that,
+a call's tokens are estimated from its bytes. The server keeps litellm's counter switched off
+(`disable_token_counter`, set in llm.py) so litellm's own per-call cost bookkeeping never loads
+it; `tokens` switches it on only while counting here.
 Everything here is CPU work on plain data: callers run it in a thread.
 """
 
@@ -10,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -23,6 +29,8 @@ log = logging.getLogger(__name__)
 DEFAULT_WINDOW = 8000  # when neither the settings nor litellm know the model's window
 SHORT_OUTPUT = 400  # characters an old output is cut to before any message is dropped
 REPLY_RESERVE = 0.2  # share of the window kept free for the reply (when maxTokens is unset)
+BYTES_PER_TOKEN = 4  # the usual estimate for English text and code with OpenAI's tokenizers
+MESSAGE_TOKENS = 4  # what a message's framing (role, separators) adds, as litellm counts it
 TRIMMED = "\n[... trimmed to fit the context window ...]\n"
 
 
@@ -61,20 +69,58 @@ def budget(litellm: ModuleType, settings: Settings) -> int:
     return max(256, size - reserve)
 
 
+_counting = threading.Lock()  # the switch is global: one count at a time flips it
+
+
+def tokens(litellm: Any, model: str, **what: Any) -> int:
+    """litellm.token_counter(model=model, **what), with its counter on while it counts."""
+    with _counting:
+        litellm.disable_token_counter = False
+        try:
+            return int(litellm.token_counter(model=model, **what))
+        finally:
+            litellm.disable_token_counter = True
+
+
 def count(litellm: ModuleType, settings: Settings, messages: list[dict[str, Any]]) -> int:
     try:
-        return int(litellm.token_counter(model=settings.model or "", messages=messages))
+        return tokens(litellm, settings.model or "", messages=messages)
     except Exception:  # a message shape the counter does not take: a rough estimate
-        return sum(len(str(m.get("content") or "")) // 4 + 4 for m in messages)
+        return estimate(messages)
 
 
 def count_text(litellm: ModuleType, settings: Settings, text: str) -> int:
     if not text:
         return 0
     try:
-        return int(litellm.token_counter(model=settings.model or "", text=text))
+        return tokens(litellm, settings.model or "", text=text)
     except Exception:
-        return len(text) // 4
+        return estimate_text(text)
+
+
+def estimate_text(text: str) -> int:
+    return -(-len(text.encode()) // BYTES_PER_TOKEN)
+
+
+def estimate(messages: list[dict[str, Any]]) -> int:
+    """Tokens of these messages guessed from their bytes, without the tokenizer."""
+    total = 0
+    for m in messages:
+        content = m.get("content")
+        text = content if isinstance(content, str) else json.dumps(content or "",
+                                                                   ensure_ascii=False)
+        calls = m.get("tool_calls")
+        if calls:
+            text += json.dumps(calls, ensure_ascii=False)
+        total += estimate_text(text) + MESSAGE_TOKENS
+    return total
+
+
+def near_window(litellm: ModuleType, settings: Settings, messages: list[dict[str, Any]],
+                ) -> bool:
+    """The messages may not fit as they are: only then is counting their tokens worth the
+    tokenizer. Their UTF-8 bytes bound their tokens from above (a token is at least a byte)."""
+    return sum(_bytes(m) for m in messages) > budget(litellm, settings)
 
 
 def price(litellm: ModuleType, settings: Settings, prompt: int, completion: int) -> float | None:
@@ -89,9 +135,13 @@ def price(litellm: ModuleType, settings: Settings, prompt: int, completion: int)
 
 def measure(litellm: ModuleType, settings: Settings, sent: list[dict[str, Any]],
             reply_text: str) -> Spend:
-    """What one model call cost: the messages sent and the reply (text and tool arguments)."""
-    prompt = count(litellm, settings, sent)
-    completion = count_text(litellm, settings, reply_text)
+    """What one model call cost: the messages sent and the reply (text and tool arguments);
+    counted with the tokenizer near the window, else estimated from their bytes."""
+    if near_window(litellm, settings, sent):
+        prompt = count(litellm, settings, sent)
+        completion = count_text(litellm, settings, reply_text)
+    else:
+        prompt, completion = estimate(sent), estimate_text(reply_text)
     return Spend(prompt, completion, price(litellm, settings, prompt, completion), calls=1)
 
 
@@ -143,9 +193,9 @@ def fit(litellm: ModuleType, settings: Settings,
     shortened, oldest first; then the oldest exchanges are dropped whole (so a tool result never
     loses the call it answers); last the current exchange's own long outputs are shortened, and
     its images left out."""
+    if not near_window(litellm, settings, messages):
+        return messages  # surely fits: no need to count
     limit = budget(litellm, settings)
-    if sum(_bytes(m) for m in messages) <= limit:
-        return messages  # surely fits: a token is at least one byte; no need to count
     sizes = [count(litellm, settings, [m]) for m in messages]
     total = sum(sizes)
     if total <= limit or len(messages) < 2:

@@ -94,9 +94,9 @@ def _import_litellm() -> ModuleType:
         sys.stdout = real_stdout
     litellm.suppress_debug_info = True
     litellm.telemetry = False
-    # Load the tokenizer now, off the first turn (context trimming counts every call).
-    with contextlib.suppress(Exception):
-        litellm.token_counter(model="gpt-4o-mini", text="warm up")
+    # litellm prices every call itself, counting its tokens when the reply has no usage: that
+    # loads its tokenizer (~110 MiB) at the first turn. Off; context_window counts when needed.
+    litellm.disable_token_counter = True
     return litellm
 
 

@@ -20,7 +20,7 @@ from .. import __version__
 from ..executors.base import RunResult
 from ..files import write_in
 from ..protocol import Message
-from . import export, llm
+from . import context_window, export, llm
 from .prompt import to_model_messages
 from .settings import Settings, SettingsError
 from .situation import Situation
@@ -191,7 +191,7 @@ async def _tokens(host: Host, console: Console, arg: str) -> None:
 def _count(litellm: Any, settings: Settings, messages: list[dict[str, Any]]) -> str:
     name = settings.model or "gpt-4o-mini"
     tools = [llm.EXECUTE_TOOL] if settings.tool_calls else None
-    tokens = int(litellm.token_counter(model=name, messages=messages, tools=tools))
+    tokens = context_window.tokens(litellm, name, messages=messages, tools=tools)
     lines = [f"The current context is {tokens:,} tokens ({len(messages)} messages, "
              f"system message included)" + ("" if settings.model else
                                            ", counted as for gpt-4o-mini: no model is set")

@@ -111,6 +111,9 @@ class Store:
         # The file each displayed image or HTML was saved as, by the content string's id (its
         # hash is computed once, not at every save of the conversation).
         self._names: dict[int, tuple[str, str]] = {}
+        # Per workspace, its conversation last saved and each of its messages as JSON text
+        # (see _encoded).
+        self._encoded_last: dict[str, tuple[str, dict[int, tuple[Message, Any, str]]]] = {}
 
     def folder(self, workspace: str) -> Path:
         return self.root / digest(workspace)
@@ -261,19 +264,47 @@ class Store:
              created: float) -> None:
         """Write the conversation; it becomes the workspace's open one only when there is none
         (switching is what changes it: a second editor's saves never point it elsewhere)."""
-        files = self._files(self.path(workspace, conversation_id))
-        body = json.dumps({
+        path = self.path(workspace, conversation_id)
+        head = json.dumps({
             "version": FORMAT_VERSION,
             "workspace": workspace,
             "id": conversation_id,
             "title": title_of(messages),
             "created": created,
             "updated": time.time(),
-            "messages": [self._external(m, files) for m in messages],
-        }, ensure_ascii=False).encode()
-        atomic_write(self.path(workspace, conversation_id), body)
+        }, ensure_ascii=False)
+        encoded = self._encoded(workspace, conversation_id, messages, self._files(path))
+        body = f'{head[:-1]}, "messages": [{", ".join(encoded)}]}}'
+        atomic_write(path, body.encode())
         if self._current(workspace) is None:
             self.set_current(workspace, conversation_id)
+
+    def _encoded(self, workspace: str, conversation_id: str, messages: list[Message],
+                 files: Path) -> list[str]:
+        """Each message as JSON text. The whole conversation is saved after every change,
+        and encoding all of it each time cost a long session more at every run (a thread
+        holding the GIL while the next run went on). A message once recorded changes only its
+        outcome and edited code, so its text from the last save is reused while those are the
+        same (and it is the same object); displays go through _external every time."""
+        last_id, last = self._encoded_last.get(workspace, ("", {}))
+        known = last if last_id == conversation_id else {}
+        kept: dict[int, tuple[Message, Any, str]] = {}
+        out = []
+        for message in messages:
+            if is_display(message):
+                out.append(json.dumps(self._external(message, files), ensure_ascii=False))
+                continue
+            state = (message.outcome, message.edited_code)
+            hit = known.get(id(message))
+            if hit is not None and hit[0] is message and hit[1] == state:
+                text = hit[2]
+            else:
+                text = json.dumps(message.model_dump(by_alias=True, exclude_none=True),
+                                  ensure_ascii=False)
+            kept[id(message)] = (message, state, text)
+            out.append(text)
+        self._encoded_last[workspace] = (conversation_id, kept)
+        return out
 
     def set_current(self, workspace: str, conversation_id: str) -> None:
         atomic_write(self.folder(workspace) / "current", conversation_id.encode())

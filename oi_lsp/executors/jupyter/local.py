@@ -28,9 +28,11 @@ from ..process import (
     run_start,
 )
 from ..sandbox.policy import private_dir
-from . import records
+from . import compat, records
 from .channels import Channels
 from .messages import Answers, Cell, Gone, Notice, NotTaken, collect, settle
+
+compat.keep_dates_as_text()
 
 log = logging.getLogger(__name__)
 
