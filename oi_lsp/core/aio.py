@@ -15,6 +15,18 @@ def cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
+def live_tasks(skip: asyncio.Task[Any] | None = None) -> list[str]:
+    """What runs on this loop now, one name per task (its coroutine's qualified name), sorted:
+    a test compares it before and after a turn (the test-only oi/debug/tasks)."""
+    names = []
+    for task in asyncio.all_tasks():
+        if task is skip:
+            continue
+        coro = task.get_coro()
+        names.append(getattr(coro, "__qualname__", None) or task.get_name())
+    return sorted(names)
+
+
 def log_failure(what: str) -> Any:
     """A done callback that logs the task's exception (`what` failed), if it raised one."""
 

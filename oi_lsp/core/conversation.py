@@ -10,6 +10,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio.to_thread
+
 from ..executors.base import Chunk
 from ..protocol import CodeOutcome, ConversationInfo, ExportFormat, Message, SessionExportResult
 from . import export
@@ -117,9 +119,9 @@ class Conversation:
         while self._dirty:
             self._dirty = False
             snapshot = list(self.messages)
-            try:
-                await asyncio.to_thread(self.store.save, self.workspace, self.id, snapshot,
-                                        self.created)
+            try:  # a thread anyio waits for even when cancelled: a save is never cut
+                await anyio.to_thread.run_sync(self.store.save, self.workspace, self.id,
+                                               snapshot, self.created)
             except OSError as exc:
                 self._failed(exc)
             else:
@@ -139,7 +141,10 @@ class Conversation:
     async def flush(self) -> None:
         """Wait until what was recorded is on disk (or saving failed: see save_error)."""
         if self._saving is not None:
-            await self._saving
+            # Shielded: a stop or a timeout waits for the save; a cancelled caller (the
+            # loop ending) leaves it going on, never cancels it with itself.
+            with anyio.CancelScope(shield=True):
+                await asyncio.shield(self._saving)
 
     async def close(self) -> None:
         """Save, and let another server open this conversation."""

@@ -13,6 +13,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from .. import protocol
 from ..core import llm, model_presets, profiles
+from ..core.aio import live_tasks
 from ..core.approval import Answer, UnknownProposal, WrongDecision
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
@@ -150,6 +151,17 @@ async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, p, p.context.uri if p.context else None, start=True)
     with refusals():
         return (await workspace.chat(p)).wire()
+
+
+if os.environ.get(protocol.DEBUG_TASKS_ENV) == "1":
+    @SERVER.feature(protocol.DEBUG_TASKS)
+    def debug_tasks(ls: OIServer, params: Any) -> dict[str, Any]:
+        """Test-only: the tasks alive on the server's loop, and its child processes."""
+        import psutil
+
+        children = psutil.Process().children(recursive=True)
+        return {"tasks": live_tasks(asyncio.current_task()),
+                "children": sorted(child.pid for child in children)}
 
 
 @SERVER.feature(protocol.APPROVE)
