@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
@@ -326,13 +327,14 @@ class KernelExecutor(Executor):
         except NotTaken:
             return None
         except asyncio.CancelledError:
-            await settle(cell, self.interrupt, self._restart_unresponsive)
-            # The interrupt reached the whole process group, but what ignores SIGINT
-            # (a shell's background job) is still there: end what this run started.
-            if (pid := self.pid) is not None:
-                with contextlib.suppress(OSError):
-                    group = os.getpgid(pid)  # its launcher's
-                    await kill_members(group, exclude=group, since=since)
+            with anyio.CancelScope(shield=True):  # the kernel is idle again first
+                await settle(cell, self.interrupt, self._restart_unresponsive)
+                # The interrupt reached the whole process group, but what ignores SIGINT
+                # (a shell's background job) is still there: end what this run started.
+                if (pid := self.pid) is not None:
+                    with contextlib.suppress(OSError):
+                        group = os.getpgid(pid)  # its launcher's
+                        await kill_members(group, exclude=group, since=since)
             raise
         finally:
             answers.close()
