@@ -162,6 +162,9 @@ async def _serve(server: LanguageServer, lsp_in: BinaryIO, lsp_out: BinaryIO) ->
         await run_async(stop_event=stop, reader=FramedReader(stream), protocol=server.protocol,
                         logger=log, error_handler=server.report_server_error)
     finally:
+        ended = getattr(server, "connection_ended", None)  # OIServer: its turns end first
+        if ended is not None:
+            await ended()
         writer.close()
         await asyncio.sleep(0)  # let the transport write what close() left it
 
