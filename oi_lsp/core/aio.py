@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import anyio.to_thread
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def in_thread(func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`func` in one of anyio's worker threads. A cancellation does not wait for it (a read or
+    a computation: its result is dropped, the thread ends on its own)."""
+    return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs),
+                                          abandon_on_cancel=True)
+
+
+async def to_disk(func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`func`, a write, in one of anyio's worker threads: a cancellation waits until it is
+    done, so no file is left half written nor a temporary file behind."""
+    return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
 
 
 def cancelling() -> bool:

@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from .. import protocol
 from ..core import llm, model_presets, profiles
-from ..core.aio import live_tasks
+from ..core.aio import in_thread, live_tasks
 from ..core.approval import Answer, UnknownProposal, WrongDecision
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
@@ -275,7 +275,7 @@ async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
 async def models(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, _parse(WorkspaceParams, params))
     servers, names = await asyncio.gather(model_presets.probe(),
-                                          asyncio.to_thread(profiles.available))
+                                          in_thread(profiles.available))
     return ModelsResult(local=[LocalServer.model_validate(s) for s in servers],
                         model=workspace.settings().model, profiles=names).wire()
 
