@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import re
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -143,6 +144,34 @@ async def test_a_stop_during_a_run_leaves_nothing(start_server: StartServer, mod
     assert await gone([pid]) == []
     await back_to(client, before)
     assert (await client.execute("python", "print('still here')"))["status"] == "ok"
+
+
+DIRECT = {  # a run of each kind of REPL that starts a process ignoring SIGINT, and waits
+    "python": CHILD,  # a Jupyter kernel
+    "shell": "sleep 300 &\necho child $!\nwait\n",  # bash: a background job ignores SIGINT
+}
+if shutil.which("node"):  # a subprocess REPL (executors/repl.py)
+    DIRECT["javascript"] = (
+        "const cp = require('child_process');\n"
+        "const c = cp.spawn('sh', ['-c', 'trap \"\" INT; sleep 300'], {stdio: 'ignore'});\n"
+        "console.log('child', c.pid);\n"
+        "cp.execSync('sleep 300');\n")
+OK = {"python": "print('ok')", "shell": "echo ok", "javascript": "console.log('ok')"}
+
+
+@pytest.mark.parametrize("language", sorted(DIRECT))
+async def test_a_stopped_direct_run_leaves_nothing(start_server: StartServer, model: ModelServer,
+                                                   workspace: Path, language: str) -> None:
+    client, _ = await ready(start_server, model, workspace)
+    await client.execute(language, OK[language])
+    before = await settled(client)
+    run = asyncio.create_task(client.execute(language, DIRECT[language]))
+    pid = await child_pid(client)
+    assert (await client.request(protocol.STOP, {}))["stopped"] is True
+    assert (await run)["status"] == "stopped"
+    assert await gone([pid]) == []
+    await back_to(client, before)
+    assert (await client.execute(language, OK[language]))["status"] == "ok"
 
 
 async def test_an_execution_timeout_leaves_nothing(start_server: StartServer, model: ModelServer,
