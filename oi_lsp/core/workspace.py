@@ -202,7 +202,6 @@ class Workspace:
             with scope:
                 outcome = await _outcome(work)
         finally:
-            work.close()  # never started when stopped first: no "never awaited" warning
             if self._turn is scope:
                 self._turn = None
             self.activity.set(turn_id, "idle")
