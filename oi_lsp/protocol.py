@@ -18,6 +18,8 @@ CHAT = "oi/chat"
 APPROVE = "oi/approve"
 EXECUTE = "oi/execute"
 STOP = "oi/stop"
+DEBUG_TASKS = "oi/debug/tasks"  # test-only: served when OI_LSP_DEBUG_TASKS=1
+DEBUG_TASKS_ENV = "OI_LSP_DEBUG_TASKS"
 RESET = "oi/reset"
 HISTORY = "oi/history"
 CONFIGURE = "oi/configure"

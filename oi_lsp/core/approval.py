@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol import PROPOSAL, Proposal, Risk
 from . import risk, rules
+from .aio import in_thread
 
 if TYPE_CHECKING:
     from .activity import Activity
@@ -137,7 +138,7 @@ class Gate:
     async def risk(self, settings: Settings, language: str, code: str) -> Risk:
         """The static check, plus semgrep's findings in safe mode (flagged code is high risk
         in `auto`, so it runs only when the user approves it)."""
-        found = await asyncio.to_thread(risk.assess, code, self.folder,
+        found = await in_thread(risk.assess, code, self.folder,
                                         bool(settings.restrict_to_workspace), language)
         if settings.safe_mode == "off":
             return found

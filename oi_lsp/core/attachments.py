@@ -4,13 +4,13 @@ conversation keeps displayed images."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 from pathlib import Path
 
 from ..protocol import Attachment
 from ..uris import to_fs_path
+from .aio import in_thread
 
 MAX_BYTES = 10 * 1024 * 1024  # per image, before base64
 # The first bytes of each type: an attachment must be what its mimeType says.
@@ -37,7 +37,7 @@ async def _one(n: int, attachment: Attachment) -> tuple[str, str]:
         except (binascii.Error, ValueError):
             raise AttachmentError(f"{what}: `data` is not base64") from None
     else:
-        raw = await asyncio.to_thread(_read, what, attachment.uri or "")
+        raw = await in_thread(_read, what, attachment.uri or "")
     mime = attachment.mime_type
     if not raw.startswith(_MAGIC[mime]) or (mime == "image/webp" and raw[8:12] != b"WEBP"):
         raise AttachmentError(f"{what}: the bytes are not a {mime} image")

@@ -10,9 +10,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio.to_thread
+
 from ..executors.base import Chunk
 from ..protocol import CodeOutcome, ConversationInfo, ExportFormat, Message, SessionExportResult
 from . import export
+from .aio import in_thread, to_disk
 from .store import (
     Claim,
     ConversationInUse,
@@ -117,9 +120,9 @@ class Conversation:
         while self._dirty:
             self._dirty = False
             snapshot = list(self.messages)
-            try:
-                await asyncio.to_thread(self.store.save, self.workspace, self.id, snapshot,
-                                        self.created)
+            try:  # a thread anyio waits for even when cancelled: a save is never cut
+                await anyio.to_thread.run_sync(self.store.save, self.workspace, self.id,
+                                               snapshot, self.created)
             except OSError as exc:
                 self._failed(exc)
             else:
@@ -139,7 +142,10 @@ class Conversation:
     async def flush(self) -> None:
         """Wait until what was recorded is on disk (or saving failed: see save_error)."""
         if self._saving is not None:
-            await self._saving
+            # Shielded: a stop or a timeout waits for the save; a cancelled caller (the
+            # loop ending) leaves it going on, never cancels it with itself.
+            with anyio.CancelScope(shield=True):
+                await asyncio.shield(self._saving)
 
     async def close(self) -> None:
         """Save, and let another server open this conversation."""
@@ -156,7 +162,7 @@ class Conversation:
 
     async def summaries(self) -> list[ConversationInfo]:
         """The saved conversations, the open one (as it is now) first, then newest first."""
-        saved = await asyncio.to_thread(self.store.summaries, self.workspace)
+        saved = await in_thread(self.store.summaries, self.workspace)
         mine = next((s for s in saved if s.id == self.id), None)
         current = Summary(self.id, title_of(self.messages), self.created,
                           mine.updated if mine else self.created, len(self.messages))
@@ -169,14 +175,14 @@ class Conversation:
         """The id and messages of the open conversation, or of a saved one."""
         if conversation_id is None or conversation_id == self.id:
             return self.id, list(self.messages)
-        return conversation_id, await asyncio.to_thread(self.store.read, self.workspace,
+        return conversation_id, await in_thread(self.store.read, self.workspace,
                                                         conversation_id)
 
     async def export(self, conversation_id: str | None,
                      fmt: ExportFormat) -> SessionExportResult:
         conversation_id, messages = await self.read(conversation_id)
         title = title_of(messages)
-        content = await asyncio.to_thread(export.render, messages, fmt, title)
+        content = await in_thread(export.render, messages, fmt, title)
         return SessionExportResult(id=conversation_id, format=fmt, title=title, content=content)
 
     async def open(self, conversation_id: str, still_free: Callable[[], None]) -> None:
@@ -185,7 +191,7 @@ class Conversation:
         file was read."""
         if conversation_id == self.id:
             return
-        messages = await asyncio.to_thread(self.store.read, self.workspace, conversation_id)
+        messages = await in_thread(self.store.read, self.workspace, conversation_id)
         still_free()
         claim = self.store.claim(self.workspace, conversation_id)  # raises ConversationInUse
         await self.flush()
@@ -215,7 +221,7 @@ class Conversation:
         self.created = time.time()
         self._displayed = _display_size(messages)
         try:  # what the next server opens; failing that loses nothing of the conversation
-            await asyncio.to_thread(self.store.set_current, self.workspace, conversation_id)
+            await to_disk(self.store.set_current, self.workspace, conversation_id)
         except OSError as exc:
             self._failed(exc)
 

@@ -3,7 +3,6 @@ oi/configure), combined again only when a layer changes."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from ..protocol import AlwaysScope, AutoRunRule
 from . import profiles, rules, trust
+from .aio import in_thread, to_disk
 from .settings import Settings, SettingsError, check, combine, split_known
 
 
@@ -69,7 +69,7 @@ class SettingsLayers:
     async def load_profiles(self) -> WorkspaceTrust:
         """Read the selected profile and the workspace's own again (they may have changed);
         raises ProfileError naming the file and the key, and keeps the old layers then."""
-        self.profile_layers, workspace = await asyncio.to_thread(self._read_profiles,
+        self.profile_layers, workspace = await in_thread(self._read_profiles,
                                                                  self.overrides)
         self.workspace = workspace
         return workspace
@@ -82,7 +82,7 @@ class SettingsLayers:
             raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)
         candidate = {**self.overrides, **known}
-        layers, workspace = await asyncio.to_thread(self._read_profiles, candidate)
+        layers, workspace = await in_thread(self._read_profiles, candidate)
         combine(*self.base(), *layers, candidate)  # the merged result must be valid too
         self.overrides = candidate
         self.profile_layers, self.workspace = layers, workspace
@@ -99,10 +99,10 @@ class SettingsLayers:
                                 "which an untrusted workspace does not read; trust the "
                                 "workspace first")
         rule = rules.rule_for(language, code, scope)
-        path = await asyncio.to_thread(rules.save, self.folder, rule)
+        path = await to_disk(rules.save, self.folder, rule)
         if self.workspace is not None and not self.workspace.by_client:
             # The user's own edit of a profile they trusted (or of none): still trusted.
-            files = await asyncio.to_thread(trust.read, self.folder)
-            await asyncio.to_thread(trust.allow, self.folder, files.digest)
+            files = await in_thread(trust.read, self.folder)
+            await to_disk(trust.allow, self.folder, files.digest)
         await self.load_profiles()
         return rule, path

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import anyio
+
 from .. import keys
 from ..protocol import ErrorKind
 from . import model_presets
@@ -76,6 +78,7 @@ class ModelError(Exception):
 # not call without one, and a local OpenAI-compatible server (llama.cpp, vLLM, LM Studio)
 # wants none. A server that does want one answers 401, which then reads as "no key".
 NO_KEY = "no-key-set"
+CLOSE_GRACE = 2.0  # seconds closing a stopped model stream may take
 
 
 # Lazy litellm ----------------------------------------------------------------------------------
@@ -208,9 +211,10 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
     finally:
         # Close the HTTP stream at once: on stop, a hosted model would go on generating
         # (and billing) tokens nobody reads.
+        # Shielded (a stop's scope would cancel it at once), but bounded.
         aclose = getattr(response, "aclose", None)
         if aclose is not None:
-            with contextlib.suppress(Exception):
+            with anyio.move_on_after(CLOSE_GRACE, shield=True), contextlib.suppress(Exception):
                 await aclose()
 
 

@@ -3,7 +3,6 @@ Interpreter. It is answered here and never reaches the model."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ from ..executors.base import RunResult
 from ..files import write_in
 from ..protocol import Message
 from . import context_window, export, llm
+from .aio import in_thread, to_disk
 from .prompt import to_model_messages
 from .settings import Settings, SettingsError
 from .situation import Situation
@@ -184,7 +184,7 @@ async def _tokens(host: Host, console: Console, arg: str) -> None:
     if arg:
         messages.append({"role": "user", "content": arg})
     litellm = await llm.warm_up()
-    report = await asyncio.to_thread(_count, litellm, settings, messages)
+    report = await in_thread(_count, litellm, settings, messages)
     console.say(report)
 
 
@@ -268,7 +268,7 @@ async def _save_message(host: Host, console: Console, arg: str) -> None:
 async def _load_message(host: Host, console: Console, arg: str) -> None:
     path = _path(host, arg, "messages.json")
     try:
-        raw = await asyncio.to_thread(path.read_bytes)
+        raw = await in_thread(path.read_bytes)
     except OSError as exc:
         raise MagicError(f"Cannot read {path}: {exc.strerror or exc}") from None
     try:
@@ -292,8 +292,8 @@ async def _export(host: Host, console: Console, arg: str, fmt: export.Format) ->
         path = _path(host, arg, "")
     else:  # a new file named after the conversation; never overwrite one
         slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:50] or "conversation"
-        path = await asyncio.to_thread(_free_name, host.folder, slug, export.SUFFIX[fmt])
-    content = await asyncio.to_thread(export.render, list(host.conversation.messages), fmt, title)
+        path = await in_thread(_free_name, host.folder, slug, export.SUFFIX[fmt])
+    content = await in_thread(export.render, list(host.conversation.messages), fmt, title)
     await _write(host, path, content, _given_absolute(arg))
     console.say(f"Exported the conversation to {path}.\n")
 
@@ -336,7 +336,7 @@ async def _write(host: Host, path: Path, content: str, absolute: bool) -> None:
         write_in(folder, path.name, content.encode())
 
     try:
-        await asyncio.to_thread(write)
+        await to_disk(write)
     except OSError as exc:
         raise MagicError(f"Cannot write {path}: {exc.strerror or exc}") from None
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import languages
 from ..protocol import Risk, RiskLevel
 from . import risk_python, risk_shell
+from .aio import to_disk
 
 _ORDER: tuple[RiskLevel, ...] = ("low", "medium", "high")
 
@@ -294,9 +295,9 @@ async def semgrep_scan(code: str, language: str, timeout: float = 60) -> list[st
     if exe is None:
         return None
     suffix = languages.suffix(language)
-    fd, name = await asyncio.to_thread(tempfile.mkstemp, suffix, "oi-scan-")
+    fd, name = await to_disk(tempfile.mkstemp, suffix, "oi-scan-")
     try:
-        await asyncio.to_thread(_write, fd, code)
+        await to_disk(_write, fd, code)
         proc = await asyncio.create_subprocess_exec(
             exe, "scan", "--config", str(RULES_FILE), "--json", "--quiet", "--metrics", "off",
             "--disable-version-check", name,
@@ -316,7 +317,7 @@ async def semgrep_scan(code: str, language: str, timeout: float = 60) -> list[st
                 for r in results]
     finally:
         with contextlib.suppress(OSError):
-            await asyncio.to_thread(os.unlink, name)
+            await to_disk(os.unlink, name)
 
 
 def _write(fd: int, text: str) -> None:

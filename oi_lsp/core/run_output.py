@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..executors.base import Chunk, RunResult
 from ..protocol import CodeOutcome, Output
+from .aio import to_disk
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ class _SpillWriter:
         while self._pending and not self._failed:
             batch, self._pending = self._pending, []
             try:
-                await asyncio.to_thread(self._append, batch)
+                await to_disk(self._append, batch)
             except OSError as exc:
                 self._failed = True
                 log.warning("could not write the spill file %s: %s", self.path, exc)
@@ -165,7 +166,7 @@ class _SpillWriter:
     async def close(self) -> None:
         while self._task is not None and not self._task.done():
             await asyncio.shield(self._task)
-        await asyncio.to_thread(prune, self.path.parent.parent)
+        await to_disk(prune, self.path.parent.parent)
 
 
 def prune(folder: Path, budget: int = SPILL_BUDGET) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..executors import interpreter, registry
+from .aio import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,13 @@ class Surveyor:
             facts = []
         today = datetime.date.today()
         machine = "\n".join([*facts, f"- Today: {today:%A, %B %d, %Y}."])
-        instructions = await asyncio.to_thread(read_instructions, self.folder) if trusted else ""
+        instructions = await in_thread(read_instructions, self.folder) if trusted else ""
         return Situation(machine, instructions)
 
 
 async def _gather(folder: Path, options: registry.ReplOptions) -> list[str]:
-    system, languages = await asyncio.gather(asyncio.to_thread(os_name),
-                                             asyncio.to_thread(_languages, options))
+    system, languages = await asyncio.gather(in_thread(os_name),
+                                             in_thread(_languages, options))
     python = await kernel_python(options)
     return [f"- Operating system: {system}.",
             f"- The user's shell: {shell_name()} (the `shell` language runs bash).",
@@ -118,7 +119,7 @@ async def kernel_python(options: registry.ReplOptions) -> str:
         except interpreter.NoKernel as exc:
             return f"not started: {exc}"
         return f"{version}, {options.python.describe()}"
-    program = await asyncio.to_thread(registry.kernel_program, options.kernel_name)
+    program = await in_thread(registry.kernel_program, options.kernel_name)
     if program is None:
         return f"unknown (no local kernelspec {options.kernel_name!r})"
     if program == sys.executable:

@@ -24,6 +24,7 @@ from typing import Any
 from .. import protocol
 from ..files import atomic_write
 from ..protocol import Message
+from .aio import to_disk
 from .conversation import Conversation
 from .export import fence
 from .run_output import NO_OUTPUT
@@ -135,7 +136,7 @@ class Transcript:
                                 Live(live.role, live.type, live.format, live.text,
                                      live.dropped_lines) if live else None, self._state)
             try:
-                self.lines = await asyncio.to_thread(write, snapshot)
+                self.lines = await to_disk(write, snapshot)
             except OSError:
                 log.exception("could not write the transcript %s", snapshot.path)
 

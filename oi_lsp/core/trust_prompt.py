@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 from . import profiles, trust
-from .aio import log_failure
+from .aio import log_failure, to_disk
 from .layers import SettingsLayers
 from .link import Tell
 
@@ -57,7 +57,7 @@ class TrustPrompt:
             if choice != TRUST:
                 log.info("workspace settings of %s left untrusted", self.folder)
                 return
-            await asyncio.to_thread(trust.allow, self.folder, files.digest)
+            await to_disk(trust.allow, self.folder, files.digest)
             await self.layers.load_profiles()
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio.to_thread
+
 from ..executors.base import RunResult
 from ..protocol import CodeOutcome, EditorContext, ErrorKind, Message, MessageContext, TurnStatus
 from . import context_window, llm, run_output, tool_calls, vision
@@ -104,7 +106,8 @@ class Turn:
                 if reply.text:  # keep what streamed, even when stopped mid-way
                     self._say("assistant", "message", reply.text)
                     self.on_text(reply.text)
-                await self._account(sent, reply)
+                with anyio.CancelScope(shield=True):  # a stopped call was paid for too
+                    await self._account(sent, reply)
             proposals = self._proposals(reply)
             if not proposals:
                 if not self._loops_on(reply.text):
@@ -145,7 +148,7 @@ class Turn:
             return context_window.fit(litellm, self.settings, to_model_messages(
                 kept, self.settings, self.situation, vision=sees))
 
-        return await asyncio.to_thread(build)
+        return await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
 
     async def _account(self, sent: list[dict[str, Any]], reply: llm.Reply) -> None:
         """Count the call's tokens and price them (estimates, with litellm's tables)."""
@@ -153,7 +156,8 @@ class Turn:
         if litellm is None or not (reply.text or reply.tool_calls or reply.finish_reason):
             return  # no call was made, or it failed before answering
         text = reply.text + "".join(call.arguments for call in reply.tool_calls)
-        used = await asyncio.to_thread(context_window.measure, litellm, self.settings, sent, text)
+        used = await anyio.to_thread.run_sync(context_window.measure, litellm, self.settings,
+                                              sent, text)
         self.usage.add(used)
         self.spent.add(used)
 
@@ -249,7 +253,8 @@ class Turn:
             result = RunResult("stopped")
             raise
         finally:
-            await output.finish()  # the model is pointed to a whole file
+            with anyio.CancelScope(shield=True):
+                await output.finish()  # the model is pointed to a whole file
             view = run_output.model_view(result, output, self.settings.max_output)
             self._say("computer", "console", view, "output", call_id)
             self.conversation.record_displays(output.displays(), self.turn_id, call_id)

@@ -10,10 +10,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from ..executors.base import Executor, RunResult
 from ..executors.monitor import Figures, Monitor
 from ..protocol import ReplStatus
-from .aio import cancelling
 from .link import Tell
 from .settings import Settings
 
@@ -41,50 +43,59 @@ class Watch:
         self._settings = settings
         self._tell = tell
         self._busy: Counter[Executor] = Counter()
-        self._runs: dict[Executor, asyncio.Future[RunResult]] = {}
+        # Each REPL's run now: its scope (a restart for memory cancels it) and its end.
+        self._runs: dict[Executor, tuple[anyio.CancelScope, anyio.Event]] = {}
         self._over: set[Executor] = set()  # past the limit, the user already told
-        self._restarted: set[asyncio.Future[RunResult]] = set()
         self._restarts: dict[Executor, asyncio.Task[None]] = {}
         self._alarms: set[asyncio.Task[None]] = set()
 
     async def run(self, language: str, executor: Executor, work: Awaitable[RunResult],
                   report: Report) -> RunResult:
-        """Await `work` (the executor's run). Cancelling this cancels the run, as before;
-        a restart for memory ends it with MemoryRestart."""
+        """Await `work` (the executor's run) with its watcher beside it, in a task group: the
+        watcher ends with the run, however it ends. Cancelling this cancels the run, as
+        before; a restart for memory cancels the run's own scope: MemoryRestart."""
         pending = self._restarts.get(executor)
         if pending is not None:  # code never runs into a REPL that is being restarted
             await asyncio.wait([pending])
-        run = asyncio.ensure_future(work)
-        self._runs[executor] = run
+        scope, ended = self._runs[executor] = (anyio.CancelScope(), anyio.Event())
         self._busy[executor] += 1
-        watcher = asyncio.create_task(self._watch(language, executor, report))
+        result: RunResult | None = None
+        failed: Exception | None = None  # raised as it is, not in a task group's group
         try:
-            return await run
-        except asyncio.CancelledError:
-            if run in self._restarted and not cancelling():
-                restart = self._restarts.get(executor)
-                if restart is not None:
-                    await asyncio.wait([restart])
-                raise MemoryRestart(f"the {language} REPL went past kernelMemoryLimitMB and "
-                                    "was restarted; its variables are gone") from None
-            raise
+            async with anyio.create_task_group() as watching:
+                watching.start_soon(self._watch, language, executor, report)
+                try:
+                    with scope:
+                        result = await work
+                except Exception as exc:
+                    failed = exc
+                finally:
+                    watching.cancel_scope.cancel()
         finally:
-            watcher.cancel()
-            self._restarted.discard(run)
+            ended.set()
             self._busy[executor] -= 1
-            if self._runs.get(executor) is run:
+            if self._runs.get(executor) == (scope, ended):
                 del self._runs[executor]
             if self._settings().kernel_memory_limit_mb is not None:
                 # A short run can grow the REPL too. Only with a limit: sampling walks every
                 # process of the machine (children), a few ms as each result is being sent.
                 self._spawn(self._check_once(language, executor))
+        if failed is not None:
+            raise failed
+        if result is None:  # its scope was cancelled: restarted for memory
+            restart = self._restarts.get(executor)
+            if restart is not None:
+                await asyncio.wait([restart])
+            raise MemoryRestart(f"the {language} REPL went past kernelMemoryLimitMB and was "
+                                "restarted; its variables are gone")
+        return result
 
     async def _watch(self, language: str, executor: Executor, report: Report) -> None:
         started = last = time.monotonic()
         while True:
             await asyncio.sleep(WATCH_EVERY)
             pid = executor.pid
-            figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+            figures = await _sample(self.monitor, pid) if pid else None
             if figures is None:
                 continue
             self._check(language, executor, figures)
@@ -95,7 +106,7 @@ class Watch:
 
     async def _check_once(self, language: str, executor: Executor) -> None:
         pid = executor.pid
-        figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+        figures = await _sample(self.monitor, pid) if pid else None
         if figures is not None:
             self._check(language, executor, figures)
 
@@ -123,11 +134,11 @@ class Watch:
         await asyncio.wait([self._restarts[executor]])
 
     async def _restart(self, executor: Executor) -> None:
-        run = self._runs.get(executor)
-        if run is not None and not run.done():
-            self._restarted.add(run)
-            run.cancel()  # interrupts the code; the REPL is ready again when it is done
-            await asyncio.wait([run])
+        running = self._runs.get(executor)
+        if running is not None:
+            scope, ended = running
+            scope.cancel()  # interrupts the code; the REPL is ready again when it is done
+            await ended.wait()
         try:
             await executor.restart()
         finally:
@@ -137,7 +148,7 @@ class Watch:
         out = []
         for language, executor in list(executors.items()):
             pid = executor.pid
-            figures = await asyncio.to_thread(self.monitor.sample, pid) if pid else None
+            figures = await _sample(self.monitor, pid) if pid else None
             if figures is not None:
                 self._check(language, executor, figures)
             out.append(self._status(language, executor, await _alive(executor), figures))
@@ -184,3 +195,9 @@ async def _alive(executor: Executor) -> bool:
             return await executor.is_alive()
     except Exception:
         return False
+
+
+async def _sample(monitor: Monitor, pid: int) -> Figures | None:
+    """The REPL's figures, read in a thread (walking the processes takes a few ms); a stop
+    does not wait for it."""
+    return await anyio.to_thread.run_sync(monitor.sample, pid, abandon_on_cancel=True)

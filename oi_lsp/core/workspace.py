@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from .. import protocol
 from ..executors import registry
@@ -27,7 +29,6 @@ from ..protocol import (
 )
 from . import attachments, magic, user_input
 from .activity import Activity
-from .aio import cancelling
 from .approval import Approvals, Gate
 from .context_window import Spend
 from .conversation import Conversation
@@ -82,10 +83,10 @@ class Workspace:
                                link, uri, turn_id, self.settings().input_timeout, emit))
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals
-        self._turn: asyncio.Task[Outcome] | None = None
+        self._turn: anyio.CancelScope | None = None  # the running turn's: a stop cancels it
         self._ending: asyncio.Task[ChatResult] | None = None  # the turn, then its reporting
         self._turn_id = ""
-        self._runs: set[asyncio.Task[RunResult]] = set()
+        self._runs: dict[asyncio.Task[ExecuteResult], anyio.CancelScope] = {}  # direct runs
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
         self.opened = False  # in use: its kernel started, its settings files asked about
         self.surveyor = Surveyor(folder, lambda: options_of(self.settings(), folder))
@@ -157,7 +158,7 @@ class Workspace:
             return await asyncio.shield(ending)
         except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
             if self._turn is not None and self._turn_id == turn_id:
-                self._turn.cancel()
+                self._turn.cancel()  # its scope: everything the turn started ends
             await asyncio.wait([ending])
             self.conversation.settle(turn_id, "stopped")
             raise
@@ -185,18 +186,33 @@ class Workspace:
             work = turn.run(params.message, params.context, images)
         self._event(turn_id, "chat", "running")
         self._turn_id = turn_id
-        task = self._turn = asyncio.create_task(work)
-        ending = self._ending = asyncio.create_task(self._end_turn(turn_id, task, turn,
-                                                                   settings))
+        self._turn = anyio.CancelScope()  # set now: a stop may come before the task starts
+        ending = self._ending = asyncio.create_task(self._drive(turn_id, work, turn, settings))
         return turn_id, ending
 
-    async def _end_turn(self, turn_id: str, task: asyncio.Task[Outcome], turn: Turn | None,
-                        settings: Settings) -> ChatResult:
-        """Wait for the turn, then record why it failed, save, and report its end."""
+    async def _drive(self, turn_id: str, work: Coroutine[Any, Any, Outcome],
+                     turn: Turn | None, settings: Settings) -> ChatResult:
+        """The turn in a cancel scope of its own, which a stop cancels: whatever the turn
+        started (the model stream, a run and the task groups of its readers and monitors,
+        nested in it) ends with it. Then its end is recorded, saved and reported, shielded:
+        a stop never cuts that short."""
+        outcome = Outcome("stopped")  # when stopped before it began
+        scope = self._turn
+        assert scope is not None
         try:
-            outcome = await _outcome(task)
+            with scope:
+                outcome = await _outcome(work)
         finally:
+            if self._turn is scope:
+                self._turn = None
             self.activity.set(turn_id, "idle")
+        with anyio.CancelScope(shield=True):
+            result = await self._end_turn(turn_id, outcome, turn, settings)
+        return result
+
+    async def _end_turn(self, turn_id: str, outcome: Outcome, turn: Turn | None,
+                        settings: Settings) -> ChatResult:
+        """Record why the turn failed, save, and report its end."""
         if outcome.error and turn is not None:  # why a question has no answer, kept
             self.conversation.record(Message(role="computer", type="error",
                                              content=outcome.error, turn_id=turn_id,
@@ -257,26 +273,27 @@ class Workspace:
     def start_execute(self, params: ExecuteParams) -> tuple[str, asyncio.Task[ExecuteResult]]:
         """Start a direct run: its id, and the task that ends with its result."""
         turn_id = new_turn_id()
-        return turn_id, asyncio.create_task(self._execute(turn_id, params))
+        scope = anyio.CancelScope()  # a stop cancels it
+        task = asyncio.create_task(self._execute(turn_id, params, scope))
+        self._runs[task] = scope
+        task.add_done_callback(self._runs.pop)
+        return turn_id, task
 
-    async def _execute(self, turn_id: str, params: ExecuteParams) -> ExecuteResult:
+    async def _execute(self, turn_id: str, params: ExecuteParams,
+                       scope: anyio.CancelScope) -> ExecuteResult:
         if not self.trust.read.is_set():  # the sandbox a REPL starts in depends on them
             await (self.trust.read.wait() if self.opened else self.trust.check())
         output = RunOutput(self.conversation.spill_dir() / f"{turn_id}.txt", spill_from=2 * KEEP)
         timeout = params.timeout or self.settings().execution_timeout
         self._event(turn_id, "execute", "running")
-        task = asyncio.create_task(
-            self.repls.run(turn_id, params.language, params.code, output, timeout))
-        self._runs.add(task)
-        task.add_done_callback(self._runs.discard)
+        result = RunResult("stopped", "stopped by the user")
         try:
-            result = await task
-        except asyncio.CancelledError:
-            if cancelling():
-                await asyncio.wait([task])
-                self._event(turn_id, "execute", "stopped")
-                raise
-            result = RunResult("stopped", "stopped by the user")
+            with scope:
+                result = await self.repls.run(turn_id, params.language, params.code, output,
+                                              timeout)
+        except asyncio.CancelledError:  # not a stop: the request itself was cancelled
+            self._event(turn_id, "execute", "stopped")
+            raise
         status = "done" if result.status in ("ok", "error", "timeout") else "stopped"
         await output.finish()
         self._record_run(turn_id, params, result, output)
@@ -300,17 +317,17 @@ class Workspace:
 
     async def stop(self, fate: CodeOutcome = "stopped") -> bool:
         """Stop the turn and the runs; a proposal left waiting gets `fate`."""
-        tasks = [t for t in (self._turn, *self._runs) if t is not None and not t.done()]
+        scopes = [s for s in (self._turn, *self._runs.values()) if s is not None]
         self.approvals.drop(self.uri)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        if self._ending is not None and not self._ending.done():
-            await asyncio.wait([self._ending])  # stopped means ended and reported
+        for scope in scopes:
+            scope.cancel()
+        # Stopped means ended: the turn saved and reported, the runs recorded.
+        waiting = [t for t in (self._ending, *self._runs) if t is not None and not t.done()]
+        if waiting:
+            await asyncio.wait(waiting)
         if self._turn_id:
             self.conversation.settle(self._turn_id, fate)
-        return bool(tasks)
+        return bool(scopes)
 
     async def reset(self) -> None:
         """Stop, start a new empty conversation (the old one stays saved), restart the REPLs."""
@@ -339,14 +356,10 @@ class Workspace:
         self.transcript.update()  # a run's record, a turn's end
 
 
-async def _outcome(task: asyncio.Task[Outcome]) -> Outcome:
-    """The turn's outcome; a turn stopped by oi/stop is an outcome, not an exception."""
+async def _outcome(work: Awaitable[Outcome]) -> Outcome:
+    """The turn's outcome, or its error as an outcome (a stop ends its scope: see _drive)."""
     try:
-        return await task
-    except asyncio.CancelledError:
-        if cancelling():
-            raise
-        return Outcome("stopped")
+        return await work
     except ModelError as exc:
         return Outcome("error", str(exc), exc.kind)
     except Exception as exc:

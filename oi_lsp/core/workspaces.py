@@ -9,6 +9,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
+
 from ..uris import from_fs_path, to_fs_path
 from .workspace import Workspace
 
@@ -140,6 +142,13 @@ class Workspaces:
         workspace = self._workspaces.pop(key, None)
         if workspace is not None:
             await workspace.close()
+
+    async def stop_all(self) -> None:
+        """Stop every workspace's turn and runs at once, each saved and reported as it ended
+        (the client went away: a proposal left waiting has expired)."""
+        async with anyio.create_task_group() as stopping:
+            for workspace in list(self._workspaces.values()):
+                stopping.start_soon(workspace.stop, "expired")
 
     async def close_all(self) -> None:
         for key in list(self._workspaces):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 from abc import ABC, abstractmethod
@@ -10,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
+
+import anyio
 
 from ..protocol import RunStatus, SandboxState
 from .sandbox.policy import Sandbox
@@ -128,9 +129,7 @@ class Executor(ABC):
         """`run` with an optional time limit; on expiry the code is interrupted."""
         if timeout is None:
             return await self.run(code, emit)
-        try:
-            async with asyncio.timeout(timeout):
-                return await self.run(code, emit)
-        except TimeoutError:
-            emit(Chunk("console", "output", f"\n[timed out after {timeout:g} s; interrupted]\n"))
-            return RunResult("timeout", f"timed out after {timeout:g} s")
+        with anyio.move_on_after(timeout):  # a cancel scope: the run's cleanup is shielded
+            return await self.run(code, emit)
+        emit(Chunk("console", "output", f"\n[timed out after {timeout:g} s; interrupted]\n"))
+        return RunResult("timeout", f"timed out after {timeout:g} s")

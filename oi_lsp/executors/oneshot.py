@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
+
 from .. import languages
 from .base import Chunk, Emit, Executor, RunResult
 from .process import (
@@ -75,7 +77,8 @@ class OneShotExecutor(Executor):
                     await reader.until_eof(emit)
                     status = await proc.wait()
                 except asyncio.CancelledError:
-                    await self._stop(proc)
+                    with anyio.CancelScope(shield=True):  # the stop must finish
+                        await self._stop(proc)
                     raise
                 finally:
                     self._proc = None

@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import psutil
 
 from ..keys import is_key
@@ -107,30 +109,33 @@ def _boot_time() -> float:
 async def kill_members(pgid: int, exclude: int | None = None, since: float = 0.0) -> None:
     """SIGTERM what a stopped run left behind in the group, SIGKILL what survives the grace.
     With `since`, only what started during the run: a server an earlier run put in the
-    background keeps running."""
-    members = await asyncio.to_thread(group_members, pgid, exclude, since)
-    if not members:
-        return
-    for proc in members:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = await asyncio.to_thread(psutil.wait_procs, members, TERM_GRACE)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    if alive:
-        await asyncio.to_thread(psutil.wait_procs, alive, TERM_GRACE)
+    background keeps running. Shielded: a cancellation never leaves it half done."""
+    with anyio.CancelScope(shield=True):
+        members = await anyio.to_thread.run_sync(group_members, pgid, exclude, since)
+        if not members:
+            return
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = await anyio.to_thread.run_sync(psutil.wait_procs, members, TERM_GRACE)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if alive:
+            await anyio.to_thread.run_sync(psutil.wait_procs, alive, TERM_GRACE)
 
 
 async def end_launcher(pid: int | None) -> None:
     """SIGTERM a REPL's launcher (sandbox/launch.py), which then kills everything the REPL
     started, daemons out of its group included; returns when it is gone (or a zombie), or
-    after the grace. Before a SIGKILL of its group, which it could not clean up after."""
+    after the grace. Before a SIGKILL of its group, which it could not clean up after.
+    Shielded, as kill_members."""
     if pid is None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGTERM)
-    await asyncio.to_thread(_wait_ended, pid, TERM_GRACE)
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(_wait_ended, pid, TERM_GRACE)
 
 
 def _wait_ended(pid: int, grace: float) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import psutil
 
 from .. import languages
@@ -365,14 +366,16 @@ class ReplExecutor(Executor):
             self._send(command)
             return await self._reader.until_marker(marker, emit, begin)
         except asyncio.CancelledError:
-            await self._settle(marker, begin, since, emit)
+            with anyio.CancelScope(shield=True):  # the REPL is ready again before we go on
+                await self._settle(marker, begin, since, emit)
             raise
         except (BrokenPipeError, ConnectionResetError):
             return None
         finally:
             if serving is not None:
                 serving.cancel()
-                await asyncio.wait([serving])  # its terminal is quiet before the next run
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait([serving])  # its terminal is quiet before the next run
 
     def _serve_input(self, terminal: terminal_input.TerminalInput) -> asyncio.Task[None]:
         """Answer the run's reads of the terminal (end of input when nobody can answer)."""

@@ -4,7 +4,6 @@ run it starts goes on in the background, seen through progress, the transcript a
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.workspace import TextDocument
 
 from .. import languages, protocol
+from ..core.aio import in_thread
 from ..core.attachments import AttachmentError
 from ..core.settings import SettingsError
 from ..core.store import ConversationInUse, DamagedConversation, UnknownConversation
@@ -116,7 +116,7 @@ async def selection(ls: OIServer, uri: str, rng: Range | None) -> tuple[str, str
     if doc is None:
         path = to_fs_path(uri) if uri.startswith("file:") else None
         try:
-            source = await asyncio.to_thread(Path(path or "").read_text, encoding="utf-8",
+            source = await in_thread(Path(path or "").read_text, encoding="utf-8",
                                              errors="replace")
         except OSError as exc:
             raise JsonRpcInvalidParams(f"uri: cannot read {uri}: {exc}") from None

@@ -11,6 +11,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import anyio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
@@ -31,6 +32,9 @@ from .progress import TurnProgress
 from .pygls_compat import quiet_refusals
 
 log = logging.getLogger(__name__)
+
+# Seconds a vanished client's turns and runs get to end (a run's stop escalates within it).
+ENDING_GRACE = 15.0
 
 
 class OIServer(LanguageServer):
@@ -77,6 +81,14 @@ class OIServer(LanguageServer):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         task.add_done_callback(log_failure("a background task"))
+
+    async def connection_ended(self) -> None:
+        """The client's stream ended without a shutdown (it went away): what it started ends
+        now, saved as it ended, within ENDING_GRACE; cli.py kills the REPLs after."""
+        if self.shut_down:
+            return
+        with anyio.move_on_after(ENDING_GRACE):
+            await self.workspaces.stop_all()
 
     def _stop_for_progress(self, workspace: str) -> None:
         found = self.workspaces.find(workspace)

@@ -32,7 +32,7 @@ from pygls.io_ import WebSocketWriter, run_async
 
 from .jsonrpc import WholeMessageProtocol
 from .pygls_compat import new_stop_event, set_listener
-from .stdio import MAX_BODY, READ_LIMIT, FramedReader
+from .stdio import MAX_BODY, READ_LIMIT, FramedReader, connection_over
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -163,6 +163,7 @@ def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
             deadline.cancel()
             gate.connected = False
             if gate.admitted:  # the client's session is over: so is the server's
+                await connection_over(server)
                 server.shutdown()
             writer.close()
 
@@ -205,6 +206,7 @@ def serve_ws(server: LanguageServer, host: str, port: int,
             deadline.cancel()
             gate.connected = False
             if gate.admitted:
+                await connection_over(server)
                 server.shutdown()
 
     async def main() -> None:

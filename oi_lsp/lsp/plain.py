@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from .. import languages, protocol
+from ..core.aio import in_thread, to_disk
 from ..core.approval import Answer
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
@@ -66,7 +67,7 @@ class PlainClient:
             return Answer("run" if choice == "Run" else "skip")
         path = data_dir() / "edits" / (f"proposal-{proposal.proposal_id[:10]}"
                                        + languages.suffix(proposal.language))
-        await asyncio.to_thread(atomic_write, path, proposal.code.encode())
+        await to_disk(atomic_write, path, proposal.code.encode())
         try:
             await self.open(path, focus=True)
             choice = await self._box(f"Edit the code in {path.name}, save it, then choose Run "
@@ -75,9 +76,9 @@ class PlainClient:
                 return choice
             if choice != "Run edited":
                 return Answer("skip")
-            return Answer("edit", await asyncio.to_thread(path.read_text, encoding="utf-8"))
+            return Answer("edit", await in_thread(path.read_text, encoding="utf-8"))
         finally:
-            await asyncio.to_thread(path.unlink, missing_ok=True)
+            await to_disk(path.unlink, missing_ok=True)
 
     async def _always(self, workspace: Workspace, proposal: Proposal,
                       answer: asyncio.Future[Answer]) -> Answer:

@@ -13,6 +13,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from .. import protocol
 from ..core import llm, model_presets, profiles
+from ..core.aio import in_thread, live_tasks
 from ..core.approval import Answer, UnknownProposal, WrongDecision
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
@@ -152,6 +153,17 @@ async def chat(ls: OIServer, params: Any) -> dict[str, Any]:
         return (await workspace.chat(p)).wire()
 
 
+if os.environ.get(protocol.DEBUG_TASKS_ENV) == "1":
+    @SERVER.feature(protocol.DEBUG_TASKS)
+    def debug_tasks(ls: OIServer, params: Any) -> dict[str, Any]:
+        """Test-only: the tasks alive on the server's loop, and its child processes."""
+        import psutil
+
+        children = psutil.Process().children(recursive=True)
+        return {"tasks": live_tasks(asyncio.current_task()),
+                "children": sorted(child.pid for child in children)}
+
+
 @SERVER.feature(protocol.APPROVE)
 async def approve(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(ApproveParams, params)
@@ -263,7 +275,7 @@ async def session_export(ls: OIServer, params: Any) -> dict[str, Any]:
 async def models(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, _parse(WorkspaceParams, params))
     servers, names = await asyncio.gather(model_presets.probe(),
-                                          asyncio.to_thread(profiles.available))
+                                          in_thread(profiles.available))
     return ModelsResult(local=[LocalServer.model_validate(s) for s in servers],
                         model=workspace.settings().model, profiles=names).wire()
 

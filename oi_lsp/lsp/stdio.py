@@ -162,8 +162,17 @@ async def _serve(server: LanguageServer, lsp_in: BinaryIO, lsp_out: BinaryIO) ->
         await run_async(stop_event=stop, reader=FramedReader(stream), protocol=server.protocol,
                         logger=log, error_handler=server.report_server_error)
     finally:
+        await connection_over(server)
         writer.close()
         await asyncio.sleep(0)  # let the transport write what close() left it
+
+
+async def connection_over(server: LanguageServer) -> None:
+    """The client's connection is over: what it started ends first (OIServer.connection_ended:
+    its turns and runs stopped, saved as they ended)."""
+    ended = getattr(server, "connection_ended", None)
+    if ended is not None:
+        await ended()
 
 
 def _is_pipe(stream: BinaryIO) -> bool:

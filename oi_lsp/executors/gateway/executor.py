@@ -13,6 +13,8 @@ import json
 import logging
 from pathlib import Path
 
+import anyio
+
 from ...files import atomic_write, data_dir, digest
 from ...protocol import SandboxState
 from ..base import Emit, Executor, RunResult
@@ -133,7 +135,8 @@ class GatewayKernelExecutor(Executor):
                 return await collect(cell, emit, self._quiet, self._notified,
                                      stdin=answers.request)
             except asyncio.CancelledError:
-                await self._settle(cell)
+                with anyio.CancelScope(shield=True):  # the kernel is idle again first
+                    await self._settle(cell)
                 raise
             finally:
                 answers.close()

@@ -12,6 +12,8 @@ import struct
 import tempfile
 from typing import Any
 
+import anyio
+
 from .messages import Cell, Message
 
 log = logging.getLogger(__name__)
@@ -21,19 +23,27 @@ class Channels:
     def __init__(self) -> None:
         self.routes: dict[str, asyncio.Queue[Message]] = {}  # request msg_id -> its queue
         self.pacing = Pacing()  # how much of the kernel's output the server has read
-        self._readers: list[asyncio.Task[None]] = []
+        self._readers: asyncio.Task[None] | None = None  # the REPL's task group's host
 
     def start(self, kc: Any) -> None:
-        self._readers = [
-            asyncio.create_task(self._read(kc, kc.iopub_channel, "iopub")),
-            asyncio.create_task(self._read(kc, kc.shell_channel, "shell")),
-            asyncio.create_task(self._read(kc, kc.stdin_channel, "stdin")),
-        ]
+        self.stop()
+        self._readers = asyncio.create_task(self._read_all(kc))
 
     def stop(self) -> None:
-        for task in self._readers:
-            task.cancel()
-        self._readers = []
+        if self._readers is not None:
+            self._readers.cancel()  # its task group ends every reader
+            self._readers = None
+
+    async def _read_all(self, kc: Any) -> None:
+        """The REPL's readers in one task group: they end together, and one that fails ends
+        the others (its error logged) rather than leave the kernel half read."""
+        try:
+            async with anyio.create_task_group() as readers:
+                readers.start_soon(self._read, kc, kc.iopub_channel, "iopub")
+                readers.start_soon(self._read, kc, kc.shell_channel, "shell")
+                readers.start_soon(self._read, kc, kc.stdin_channel, "stdin")
+        except Exception:
+            log.exception("a kernel channel reader failed")
 
     async def _read(self, kc: Any, channel: Any, name: str) -> None:
         """Route every message to the run that sent its parent request. Straight from the

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
@@ -317,13 +318,8 @@ class KernelExecutor(Executor):
         except NotTaken:
             return None
         except asyncio.CancelledError:
-            await settle(cell, self.interrupt, self._restart_unresponsive)
-            # The interrupt reached the whole process group, but what ignores SIGINT
-            # (a shell's background job) is still there: end what this run started.
-            if (pid := self.pid) is not None:
-                with contextlib.suppress(OSError):
-                    group = os.getpgid(pid)  # its launcher's
-                    await kill_members(group, exclude=group, since=since)
+            with anyio.CancelScope(shield=True):  # the kernel is idle again first
+                await _stopped(self, cell, since)
             raise
         finally:
             answers.close()
@@ -386,3 +382,14 @@ def _prepare_log(path: Path) -> None:
     with contextlib.suppress(OSError):
         if path.stat().st_size > _LOG_LIMIT:
             os.replace(path, path.with_suffix(".log.1"))
+
+
+async def _stopped(executor: KernelExecutor, cell: Cell, since: float) -> None:
+    """A cancelled cell: interrupt until the kernel is idle (else restart it). The interrupt
+    reached the whole process group, but what ignores SIGINT (a shell's background job) is
+    still there: end what this run started."""
+    await settle(cell, executor.interrupt, executor._restart_unresponsive)
+    if (pid := executor.pid) is not None:
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)  # its launcher's
+            await kill_members(group, exclude=group, since=since)
