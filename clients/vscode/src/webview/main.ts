@@ -188,7 +188,11 @@ function openBlock(c: Chunk): Block {
         }
         return { kind: 'confirmation', node: codeBlock(c.format ?? 'text', '', 'oi-ran', c.turnId), text: '' };
     }
-    if (c.type === 'console') return { kind: 'console', node: outputOf(ownerOf(c.turnId)), text: '' };
+    if (c.type === 'console') {
+        // Output after an image goes on from what the block showed, never replaces it.
+        const pre = outputOf(ownerOf(c.turnId));
+        return { kind: 'console', node: pre, text: pre.textContent ?? '' };
+    }
     return { kind: c.type ?? 'unknown', node: el('div'), text: '' };
 }
 
@@ -268,6 +272,7 @@ function confirmRisky(actions: HTMLElement, risk: Risk, run: () => void): void {
         button('oi-run-anyway', 'Run anyway', run),
         button('oi-cancel', 'Cancel', () => actions.replaceChildren(...previous)),
     );
+    scrollDown();
 }
 
 function answered(box: HTMLElement, note: string): void {

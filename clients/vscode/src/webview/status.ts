@@ -15,7 +15,7 @@ export function runLabel(language: string, seconds: number, figures?: Figures): 
     return parts.join(' · ');
 }
 
-const WAITING = 'The proposal waits for you: Run, Skip or Edit it, or send a message to skip it with feedback.';
+const WAITING = 'The proposal waits for you: Run, Skip, Edit, or reply to skip it with feedback.';
 
 export class StatusLine {
     activity: Activity = 'idle';
@@ -64,12 +64,14 @@ export class StatusLine {
     private draw(): void {
         const a = this.activity;
         this.box.hidden = a === 'idle';
+        this.box.classList.toggle('oi-waiting', a === 'waiting');
         this.text.textContent = a === 'thinking' ? 'Model thinking…'
             : a === 'waiting' ? WAITING
                 : a === 'running' ? runLabel(this.language, (Date.now() - this.started) / 1000, this.figures) : '';
-        // Stop where there is something to stop; a waiting proposal is answered, not stopped.
-        this.stop.hidden = a === 'idle' || a === 'waiting';
+        // Stop where there is something to stop (Send is Stop then: one Stop, beside the input);
+        // a waiting proposal is answered, not stopped.
         const busy = a === 'thinking' || a === 'running';
+        this.stop.hidden = true;
         this.send.textContent = busy ? 'Stop' : 'Send';
         this.send.title = busy ? 'Stop the model and the running code' : 'Send (Enter)';
         this.send.classList.toggle('oi-stop-mode', busy);
