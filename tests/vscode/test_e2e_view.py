@@ -430,3 +430,31 @@ def test_code_and_output_actions(vscode: tuple[Workbench, Path], model: ModelSer
     wb("chatClick", selector=".oi-code .oi-open-image")
     wb("wait", selector=".tab", hasText=".png")
     themed_shots(wb, "code-and-output-actions")
+
+
+RUN_EDITED = ".editor-actions .action-label[aria-label^='Run edited']"
+
+
+def test_edit_in_an_editor_tab(vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "print('as proposed')"), ms.text("Ran your version."))
+    wb("chatSend", text="print, I will edit it")
+    wb.answer("edit")
+    wb("wait", selector=".tab.active", hasText="Untitled")
+    wb("wait", selector=RUN_EDITED)  # the tab's title bar has Run edited
+    wb("chatWait", selector=".oi-edit-hint", hasText="editor tab")
+    themed_shots(wb, "edit-in-editor-tab")
+    wb("click", selector=".monaco-editor .view-lines")
+    wb("keys", keys=["Control+a", "Delete"])
+    wb("insertText", text="print('from the tab', 6 * 7)")
+    wb("click", selector=RUN_EDITED)
+    wb.wait_output("from the tab 42")
+    wb("chatWait", selector=".oi-assistant", hasText="Ran your version.")
+    settle(wb)
+    last = [b for b in describe(wb) if b["kind"] == "oi-code"][-1]
+    assert last["text"] == "print('from the tab', 6 * 7)" and last["note"] == "ran, edited"
+    # The tab is gone, and a file's editor has no Run edited (the when-clause).
+    assert not wb("evaluate", expression="[...document.querySelectorAll('.tab')].some("
+                                         "(t) => t.textContent.includes('Untitled'))")
+    wb("openFile", name="numbers.py")
+    assert wb("evaluate", expression=f"document.querySelectorAll({RUN_EDITED!r}).length") == 0
