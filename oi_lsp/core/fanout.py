@@ -1,0 +1,104 @@
+"""One workspace's Link to every client attached to it (the shared daemon): notifications go
+to all; a proposal is shown to all and the first answer wins; a question for the user (a
+message box, a program's input) goes to the client whose request started the work, else to
+any. Which client that is travels in a context variable the front end sets per connection:
+every task a connection's requests start (a turn, a run) inherits it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..protocol import InputParams, Proposal
+from .approval import Answer
+from .link import Link, NoInput
+
+
+class Member(Link, Protocol):
+    def settings_layers(self) -> list[dict[str, Any]]:
+        """This client's settings layers (its environment's, its editor's), lowest first."""
+        ...
+
+
+# The client whose request is being served (or started the task running now).
+origin: contextvars.ContextVar[Member | None] = contextvars.ContextVar("origin", default=None)
+
+
+class Fanout:
+    def __init__(self, on_empty: Callable[[], None] = lambda: None) -> None:
+        self.members: list[Member] = []
+        self._on_empty = on_empty
+        self._last: Member | None = None  # whose settings apply when no request says
+
+    def attach(self, member: Member) -> None:
+        if member not in self.members:
+            self.members.append(member)
+        self._last = member
+
+    def detach(self, member: Member) -> None:
+        if member in self.members:
+            self.members.remove(member)
+            if self._last is member:
+                self._last = self.members[-1] if self.members else None
+            if not self.members:
+                self._on_empty()
+
+    def _first(self) -> Member | None:
+        """The client that started the current work, if still attached; else the latest."""
+        own = origin.get()
+        if own is not None and own in self.members:
+            return own
+        return self._last if self._last in self.members else (
+            self.members[-1] if self.members else None)
+
+    def settings_layers(self) -> list[dict[str, Any]]:
+        member = self._first() or self._last  # a detached client's settings still apply
+        return member.settings_layers() if member is not None else []
+
+    # Link --------------------------------------------------------------------------------
+
+    def send(self, method: str, params: dict[str, Any]) -> None:
+        for member in list(self.members):
+            member.send(method, params)
+
+    async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
+        """Every client is asked; the first answer (oi/approve from any, or a plain client's
+        message box) wins, and the other clients' questions are withdrawn."""
+        if not self.members:
+            return await answer
+        # Shielded: withdrawing a client's question must not cancel the answer itself.
+        asks = [asyncio.ensure_future(m.ask(proposal, asyncio.shield(answer)))
+                for m in list(self.members)]
+        try:
+            done, _ = await asyncio.wait(asks, return_when=asyncio.FIRST_COMPLETED)
+            return next(iter(done)).result()
+        finally:
+            for task in asks:
+                task.cancel()
+
+    def show_text(self, text: str, error: bool = False) -> None:
+        for member in list(self.members):
+            member.show_text(text, error)
+
+    async def tell(self, text: str, actions: list[str]) -> str | None:
+        member = self._first()
+        if member is None:
+            return None
+        return await member.tell(text, actions)
+
+    def backlog(self) -> int:
+        return max((m.backlog() for m in self.members), default=0)
+
+    async def read_input(self, params: InputParams) -> str | None:
+        member = self._first()
+        candidates = [member] if member is not None else []
+        candidates += [m for m in self.members if m is not member]
+        last: NoInput | None = None
+        for candidate in candidates:
+            try:
+                return await candidate.read_input(params)
+            except NoInput as exc:
+                last = exc
+        raise last or NoInput("no client is attached to this workspace")

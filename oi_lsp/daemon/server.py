@@ -1,0 +1,171 @@
+"""`oi-lsp daemon`: the per-user server. It listens on a Unix socket in a private folder;
+each connection says hello (handshake.py) and is then an LSP session of its own (its own
+initialize, capabilities and settings) over one shared registry of workspaces. It exits after
+`idle` seconds without connections, and on `oi-lsp daemon --stop`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from pygls.io_ import run_async
+
+from .. import __version__
+from ..core.fanout import origin
+from ..core.settings import env_layer
+from ..lsp.language_server import OIServer
+from ..lsp.pygls_compat import copy_features, new_stop_event
+from ..lsp.stdio import READ_LIMIT, BatchingWriter, FramedReader
+from . import handshake, paths
+from .shared import ConnectionWorkspaces, SharedWorkspaces
+
+log = logging.getLogger(__name__)
+
+IDLE = 30 * 60.0  # seconds without a connection before the daemon exits
+GRACE = 10 * 60.0  # seconds a workspace nobody uses keeps its REPLs
+
+
+class ConnectionServer(OIServer):
+    """One connection's LSP session; its workspaces are the daemon's."""
+
+    def __init__(self, shared: SharedWorkspaces, env: dict[str, str]) -> None:
+        super().__init__()
+        self.env = env_layer(env)  # this client's environment, not the daemon's
+        self.approvals = shared.approvals
+        self.store = shared.store
+        self.workspaces = ConnectionWorkspaces(shared, self, lambda: self.plain is not None)
+
+    def settings_layers(self) -> list[dict[str, Any]]:
+        return [self.env, self.client_settings]
+
+
+class Daemon:
+    def __init__(self, folder: Path, idle: float, grace: float) -> None:
+        from ..lsp.server import SERVER  # the handlers every connection's server copies
+
+        self.template = SERVER
+        self.folder = folder
+        self.idle = idle
+        self.shared = SharedWorkspaces(grace)
+        self.connections: set[ConnectionServer] = set()
+        self.stopping = asyncio.Event()
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    def _arm_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._idle_timer = None
+        if not self.connections:
+            self._idle_timer = asyncio.get_running_loop().call_later(
+                self.idle, self._idle_out)
+
+    def _idle_out(self) -> None:
+        log.info("no connection for %g s: exiting", self.idle)
+        self.stopping.set()
+
+    def status(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "socket": str(paths.socket_path(self.folder)),
+                "connections": len(self.connections),
+                "workspaces": sorted(self.shared.fanouts)}
+
+    async def connection(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        try:
+            hello = handshake.decode(await reader.readline())
+        except (ValueError, asyncio.LimitOverrunError) as exc:
+            log.warning("refused a connection: %s", exc)
+            writer.close()
+            return
+        answer: dict[str, Any] = {"pid": os.getpid()}
+        control = hello.get("control")
+        if control == "status":
+            answer.update(self.status())
+        if hello["oi-lsp"] != __version__ or control:
+            writer.write(handshake.hello(**answer))
+            await writer.drain()
+            writer.close()
+            if control == "stop":
+                self.stopping.set()
+            return
+        writer.write(handshake.hello(**answer))
+        env = hello.get("env")
+        await self.serve(reader, writer, env if isinstance(env, dict) else {})
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    env: dict[str, str]) -> None:
+        server = ConnectionServer(self.shared, {str(k): str(v) for k, v in env.items()})
+        copy_features(self.template, server)
+        self.connections.add(server)
+        self._arm_idle()
+        origin.set(server)  # every task this connection's requests start knows its client
+        out = BatchingWriter(asyncio.get_running_loop(), writer.transport)
+        server.protocol.set_writer(out)
+        stop = new_stop_event(server)
+        try:
+            await run_async(stop_event=stop, reader=FramedReader(reader),
+                            protocol=server.protocol, logger=log,
+                            error_handler=server.report_server_error)
+        except SystemExit:  # the client's `exit`: its session ends, not the daemon
+            pass
+        finally:
+            await server.workspaces.close_all()  # detaches: the workspaces stay
+            self.connections.discard(server)
+            out.close()
+            self._arm_idle()
+
+    async def run(self) -> None:
+        path = paths.socket_path(self.folder)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a dead daemon's: we hold the pid lock, so none listens on it
+        old = os.umask(0o177)  # the socket is made 0600
+        try:
+            listener = await asyncio.start_unix_server(self.connection, str(path),
+                                                       limit=READ_LIMIT)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        log.info("oi-lsp %s daemon listening on %s", __version__, path)
+        self._arm_idle()
+        async with listener:
+            await self.stopping.wait()
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            for server in list(self.connections):
+                server.shutdown()  # each connection's read loop ends
+            await self.shared.close_all()
+
+
+def serve(idle: float = IDLE, grace: float = GRACE) -> int:
+    """Run the daemon; 0 at its end, 1 when another daemon holds this folder already."""
+    folder = paths.private_dir()
+    lock = open(folder / paths.PID_LOCK, "a+")  # held until this process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log.info("another daemon serves %s", folder)
+        return 1
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    daemon: Daemon | None = None
+
+    async def main() -> None:
+        nonlocal daemon
+        daemon = Daemon(folder, idle, grace)
+        await daemon.run()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if daemon is not None:
+            daemon.shared.kill_all()  # whatever close_all did not stop
+    return 0
