@@ -37,13 +37,23 @@ def connect(path: Path) -> socket.socket | None:
 
 
 def start_daemon(folder: Path) -> None:
-    """The daemon, detached (a session of its own: it outlives this relay and its editor)."""
-    import subprocess
-
-    with open(folder / paths.LOG, "ab") as log_file:
-        subprocess.Popen([sys.executable, "-m", "oi_lsp", "daemon"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=log_file, start_new_session=True,
-                         close_fds=True)
+    """The daemon, detached: forked twice, in a session of its own, so it is nobody's child
+    here and outlives this relay and its editor; its stderr is its log."""
+    log_fd = os.open(folder / paths.LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked child
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                os.dup2(log_fd, 2)
+                os.execv(sys.executable, [sys.executable, "-m", "oi_lsp", "daemon"])
+        finally:
+            os._exit(0)
+    os.close(log_fd)
+    os.waitpid(child, 0)
 
 
 def connect_or_start(folder: Path) -> socket.socket:

@@ -148,7 +148,7 @@ def serve(idle: float = IDLE, grace: float = GRACE) -> int:
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        log.info("another daemon serves %s", folder)
+        log.warning("another daemon (pid %s) serves %s", _pid_of(lock), folder)
         return 1
     lock.seek(0)
     lock.truncate()
@@ -169,3 +169,8 @@ def serve(idle: float = IDLE, grace: float = GRACE) -> int:
         if daemon is not None:
             daemon.shared.kill_all()  # whatever close_all did not stop
     return 0
+
+
+def _pid_of(lock: Any) -> str:
+    lock.seek(0)
+    return str(lock.read().strip() or "?")

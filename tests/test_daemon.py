@@ -1,0 +1,245 @@
+"""The shared daemon (issue 25): `oi-lsp` over stdio relays to one per-user daemon, started on
+demand; connections on one workspace share it. Real processes: relays, the daemon, kernels."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from oi_lsp.client import OIClient
+from tests import modelserver as ms
+from tests.conftest import next_proposal
+from tests.modelserver import ModelServer
+
+ROOT = Path(__file__).resolve().parents[1]
+Relay = Callable[..., Awaitable[OIClient]]
+
+
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    """A runtime folder of this test's own (short: a socket path has at most 107 bytes)."""
+    base = Path(tempfile.mkdtemp(prefix="oid-", dir="/tmp"))
+    yield base / "run"
+    for proc in daemons(base / "run"):
+        proc.kill()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_env(runtime: Path, data_dir: Path) -> dict[str, str]:
+    return {"OI_LSP_STANDALONE": "0", "OI_LSP_RUNTIME_DIR": str(runtime),
+            "OI_LSP_DATA_DIR": str(data_dir), "OI_LSP_DAEMON_IDLE": "120",
+            "OI_LSP_KERNEL_GRACE": "120", "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture
+async def relay(model: ModelServer, daemon_env: dict[str, str]) -> AsyncIterator[Relay]:
+    """Start `oi-lsp` (a relay) and initialize it on the given folders."""
+    clients: list[OIClient] = []
+
+    async def start(*workspaces: Path, options: dict[str, Any] | None = None,
+                    env: dict[str, str] | None = None) -> OIClient:
+        client = OIClient()
+        await client.start(env={**daemon_env, **(env or {})})
+        clients.append(client)
+        await client.initialize(workspaces, options=model.settings() if options is None
+                                else options)
+        return client
+
+    yield start
+    for client in clients:
+        await client.close()
+
+
+def daemons(runtime: Path) -> list[psutil.Process]:
+    """The daemon processes serving `runtime`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if (proc.info["cmdline"] or [])[-2:] == ["oi_lsp", "daemon"] and \
+                    proc.environ().get("OI_LSP_RUNTIME_DIR") == str(runtime):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def control(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "oi_lsp", "daemon", *args], env={
+        **os.environ, **env}, capture_output=True, text=True, timeout=60)
+
+
+def relay_process(client: OIClient) -> psutil.Process:
+    proc = client.process
+    assert proc is not None
+    return psutil.Process(proc.pid)
+
+
+async def test_two_relays_share_one_workspace(relay: Relay, model: ModelServer,
+                                              workspace: Path, runtime: Path) -> None:
+    first = await relay(workspace)
+    second = await relay(workspace)
+    assert len(daemons(runtime)) == 1
+    for client in (first, second):  # a relay is the thin one, not a server
+        rss = relay_process(client).memory_info().rss
+        print(f"relay RSS: {rss / 2**20:.1f} MB")
+        assert rss < 30 * 2**20
+        assert not relay_process(client).children()
+
+    model.script(ms.tool("python", "print(6 * 7)"), ms.text("done"))
+    chat = asyncio.create_task(first.chat("compute"))
+    proposal = await next_proposal(first)
+    seen = await next_proposal(second)  # the second editor sees the first one's proposal
+    assert seen["proposalId"] == proposal["proposalId"]
+    await second.approve(proposal["proposalId"], "run")
+    with pytest.raises(Exception, match="no open proposal"):  # the loser of a double answer
+        await first.approve(proposal["proposalId"], "skip")
+    result = await asyncio.wait_for(chat, 60)
+    assert result["status"] == "done"
+    for client in (first, second):
+        await client.wait_for("oi/stream", lambda p: "42" in (p.get("content") or ""))
+    history = (await second.request("oi/history", {}))["messages"]
+    assert any(m.get("content") == "compute" for m in history)
+
+
+async def test_racing_relays_start_one_daemon(relay: Relay, workspace: Path,
+                                              runtime: Path) -> None:
+    clients = await asyncio.gather(*(relay(workspace) for _ in range(3)))
+    log = (runtime / "daemon.log").read_text()
+    assert len(daemons(runtime)) == 1, log
+    assert "another daemon" not in log
+    for client in clients:
+        assert (await client.execute("python", "1 + 1"))["status"] == "ok"
+
+
+async def test_socket_and_folder_are_private(relay: Relay, workspace: Path,
+                                             runtime: Path) -> None:
+    await relay(workspace)
+    folder, sock = os.stat(runtime), os.stat(runtime / "oi-lsp.sock")
+    assert stat.S_IMODE(folder.st_mode) == 0o700
+    assert stat.S_ISSOCK(sock.st_mode)
+    assert stat.S_IMODE(sock.st_mode) == 0o600
+
+
+async def test_status_and_stop(relay: Relay, workspace: Path, runtime: Path,
+                               daemon_env: dict[str, str]) -> None:
+    assert control(daemon_env, "--status").returncode == 3  # none yet
+    client = await relay(workspace)
+    status = control(daemon_env, "--status")
+    assert status.returncode == 0, status.stderr
+    assert '"connections": 1' in status.stdout
+    [daemon] = daemons(runtime)
+    assert str(daemon.pid) in status.stdout
+    assert control(daemon_env, "--stop").returncode == 0
+    daemon.wait(30)
+    assert not (runtime / "oi-lsp.sock").exists()
+    proc = client.process
+    assert proc is not None
+    assert await asyncio.wait_for(proc.wait(), 30) == 1  # the editor sees its server exit
+
+
+async def test_daemon_exits_when_idle(relay: Relay, workspace: Path, runtime: Path,
+                                      daemon_env: dict[str, str]) -> None:
+    client = await relay(workspace, env={"OI_LSP_DAEMON_IDLE": "1"})
+    [daemon] = daemons(runtime)
+    await client.close()
+    daemon.wait(30)  # psutil.TimeoutExpired if it stays
+
+
+async def test_daemon_killed_mid_turn(relay: Relay, model: ModelServer, workspace: Path,
+                                      runtime: Path) -> None:
+    client = await relay(workspace)
+    [daemon] = daemons(runtime)
+    model.script(ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
+                                   "time.sleep(60)"))
+    chat = asyncio.create_task(client.chat("sleep a minute"))
+    await client.approve((await next_proposal(client))["proposalId"], "run")
+    await client.wait_for("oi/stream", lambda p: "sleeping" in (p.get("content") or ""))
+    daemon.send_signal(signal.SIGKILL)
+    proc = client.process
+    assert proc is not None
+    assert await asyncio.wait_for(proc.wait(), 30) == 1  # the relay reports it: it exits
+    assert b"the daemon closed the connection" in client.stderr
+    chat.cancel()
+    again = await relay(workspace)
+    [new] = daemons(runtime)
+    assert new.pid != daemon.pid
+    history = (await again.request("oi/history", {}))["messages"]
+    assert any(m.get("content") == "sleep a minute" for m in history)
+
+
+async def test_each_relay_uses_its_own_key(relay: Relay, model: ModelServer,
+                                           workspace: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    settings = {"model": "openai/scripted", "apiBase": model.url}  # no key: the environment's
+    first = await relay(workspace, options=settings, env={"OI_API_KEY": "sk-first-editor"})
+    second = await relay(other, options=settings, env={"OI_API_KEY": "sk-second-editor"})
+    model.script(ms.text("one"), ms.text("two"))
+    await first.chat("hello")
+    await second.chat("hello")
+    keys = [h.get("Authorization") or h.get("authorization") for h in model.headers]
+    assert keys == ["Bearer sk-first-editor", "Bearer sk-second-editor"]
+
+
+async def test_kernel_survives_a_reconnect(relay: Relay, workspace: Path) -> None:
+    first = await relay(workspace)
+    await first.execute("python", "kept = 41")
+    await first.close()
+    second = await relay(workspace)
+    result = await second.execute("python", "print(kept + 1)")
+    assert "42" in str(result)
+
+
+async def test_standalone_serves_in_its_own_process(model: ModelServer, workspace: Path,
+                                                    runtime: Path,
+                                                    daemon_env: dict[str, str]) -> None:
+    client = OIClient()
+    await client.start([sys.executable, "-m", "oi_lsp", "--standalone"], env=daemon_env)
+    try:
+        await client.initialize([workspace], options=model.settings())
+        result = await client.execute("python", "print(6 * 7)")
+        assert "42" in str(result)
+        assert not await asyncio.to_thread(os.path.exists, runtime)
+        assert not daemons(runtime)
+    finally:
+        await client.close()
+
+
+def test_relay_starts_without_heavy_imports(daemon_env: dict[str, str]) -> None:
+    """What the relay imports: none of pygls, pydantic, lsprotocol (measured as modules, not
+    time)."""
+    code = ("import sys, oi_lsp.cli, oi_lsp.daemon.relay; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pygls', 'pydantic', 'lsprotocol', 'litellm', 'platformdirs')))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **daemon_env},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_copied_handlers_serve_the_server_they_are_copied_to() -> None:
+    """Each connection's server answers with its own state, not the template's."""
+    from oi_lsp.lsp.language_server import OIServer
+    from oi_lsp.lsp.pygls_compat import copy_features
+
+    template, copy = OIServer(), OIServer()
+
+    @template.feature("oi/whoami")
+    def whoami(ls: OIServer, params: Any) -> Any:
+        return ls
+
+    copy_features(template, copy)
+    assert copy.protocol.fm.features["oi/whoami"](None) is copy
+    assert template.protocol.fm.features["oi/whoami"](None) is template
