@@ -45,10 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-file", help="write the log here instead of stderr")
     commands = parser.add_subparsers(dest="command", metavar="{chat,acp,trust,daemon}")
     chat = commands.add_parser(
-        "chat", help="chat in this terminal (starts the server as a child)",
+        "chat", help="chat in this terminal (through the user's shared daemon)",
         description="Talk to the model in this terminal: it proposes code, you approve it, "
-                    "it runs in the persistent REPL of the workspace folder. The server runs "
-                    "as a child over stdio, exactly as an editor starts it.")
+                    "it runs in the persistent REPL of the workspace folder. It starts `oi-lsp` "
+                    "over stdio, exactly as an editor does: through the user's shared daemon, "
+                    "so an editor open on the folder shows the same conversation, live.")
     from .tui.app import add_arguments  # light: it imports rich only when it runs
 
     add_arguments(chat)

@@ -50,9 +50,9 @@ async def relay(model: ModelServer, daemon_env: dict[str, str]) -> AsyncIterator
     clients: list[OIClient] = []
 
     async def start(*workspaces: Path, options: dict[str, Any] | None = None,
-                    env: dict[str, str] | None = None) -> OIClient:
+                    env: dict[str, str] | None = None, cwd: Path | None = None) -> OIClient:
         client = OIClient()
-        await client.start(env={**daemon_env, **(env or {})})
+        await client.start(env={**daemon_env, **(env or {})}, cwd=cwd)
         clients.append(client)
         await client.initialize(workspaces, options=model.settings() if options is None
                                 else options)
@@ -110,6 +110,9 @@ async def test_two_relays_share_one_workspace(relay: Relay, model: ModelServer,
     assert result["status"] == "done"
     for client in (first, second):
         await client.wait_for("oi/stream", lambda p: "42" in (p.get("content") or ""))
+        answered = await client.wait_for("oi/answered")  # who did not answer withdraws
+        assert answered["proposalId"] == proposal["proposalId"]
+        assert answered["decision"] == "run"
     history = (await second.request("oi/history", {}))["messages"]
     assert any(m.get("content") == "compute" for m in history)
 
@@ -243,3 +246,64 @@ def test_copied_handlers_serve_the_server_they_are_copied_to() -> None:
     copy_features(template, copy)
     assert copy.protocol.fm.features["oi/whoami"](None) is copy
     assert template.protocol.fm.features["oi/whoami"](None) is template
+
+
+async def test_grace_period_ends_an_unused_kernel(relay: Relay, workspace: Path) -> None:
+    client = await relay(workspace, env={"OI_LSP_KERNEL_GRACE": "1"})
+    await client.execute("python", "import os; open('pid', 'w').write(str(os.getpid()))")
+    kernel = psutil.Process(int(await asyncio.to_thread((workspace / "pid").read_text)))
+    await client.close()
+    await asyncio.to_thread(kernel.wait, 60)  # psutil.TimeoutExpired if it stays
+
+
+async def test_a_client_without_folders_works_in_the_relays_folder(
+        relay: Relay, workspace: Path) -> None:
+    client = await relay(cwd=workspace)
+    await client.execute("python", "import os; print(os.getcwd())")
+    assert str(workspace) in client.stream()
+
+
+async def test_chat_attaches_to_the_daemon(relay: Relay, workspace: Path, runtime: Path,
+                                           daemon_env: dict[str, str]) -> None:
+    editor = await relay(workspace)
+    await editor.execute("python", "kept = 41")
+    chat = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oi_lsp", "chat", "--workspace", str(workspace), "--exec",
+        "python", "print(kept + 1)", env={**os.environ, **daemon_env},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(chat.communicate(), 120)
+    assert "42" in out.decode(), err.decode()
+    assert len(daemons(runtime)) == 1
+    # --standalone: a server of its own, which has no `kept`
+    alone = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oi_lsp", "chat", "--standalone", "--workspace", str(workspace),
+        "--exec", "python", "print('kept' in dir())", env={**os.environ, **daemon_env},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(alone.communicate(), 120)
+    assert "False" in out.decode(), err.decode()
+
+
+async def test_a_daemon_of_another_version_means_standalone(
+        model: ModelServer, workspace: Path, runtime: Path,
+        daemon_env: dict[str, str]) -> None:
+    """A relay meeting a daemon of another oi-lsp serves standalone and says why."""
+    await asyncio.to_thread(runtime.mkdir, mode=0o700, parents=True)
+
+    async def old_daemon(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(b'{"oi-lsp":"0.0.1","pid":1}\n')
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_unix_server(old_daemon, str(runtime / "oi-lsp.sock"))
+    client = OIClient()
+    await client.start(env=daemon_env)
+    try:
+        await client.initialize([workspace], options=model.settings())
+        result = await client.execute("python", "print(6 * 7)")
+        assert "42" in str(result) or "42" in client.stream()
+        assert b"the daemon runs oi-lsp 0.0.1" in client.stderr
+        assert not daemons(runtime)
+    finally:
+        await client.close()
+        listener.close()

@@ -11,7 +11,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..protocol import InputParams, Proposal
+from ..protocol import ANSWERED, Answered, InputParams, Proposal
 from .approval import Answer
 from .link import Link, NoInput
 
@@ -73,10 +73,14 @@ class Fanout:
                 for m in list(self.members)]
         try:
             done, _ = await asyncio.wait(asks, return_when=asyncio.FIRST_COMPLETED)
-            return next(iter(done)).result()
+            result = next(iter(done)).result()
         finally:
             for task in asks:
                 task.cancel()
+        self.send(ANSWERED, Answered(workspace=proposal.workspace, turn_id=proposal.turn_id,
+                                     proposal_id=proposal.proposal_id,
+                                     decision=result.decision).wire())
+        return result
 
     def show_text(self, text: str, error: bool = False) -> None:
         for member in list(self.members):

@@ -33,12 +33,14 @@ GRACE = 10 * 60.0  # seconds a workspace nobody uses keeps its REPLs
 class ConnectionServer(OIServer):
     """One connection's LSP session; its workspaces are the daemon's."""
 
-    def __init__(self, shared: SharedWorkspaces, env: dict[str, str]) -> None:
+    def __init__(self, shared: SharedWorkspaces, env: dict[str, str],
+                 cwd: str | None = None) -> None:
         super().__init__()
         self.env = env_layer(env)  # this client's environment, not the daemon's
         self.approvals = shared.approvals
         self.store = shared.store
-        self.workspaces = ConnectionWorkspaces(shared, self, lambda: self.plain is not None)
+        self.workspaces = ConnectionWorkspaces(shared, self, lambda: self.plain is not None,
+                                               cwd)
 
     def settings_layers(self) -> list[dict[str, Any]]:
         return [self.env, self.client_settings]
@@ -93,12 +95,13 @@ class Daemon:
                 self.stopping.set()
             return
         writer.write(handshake.hello(**answer))
-        env = hello.get("env")
-        await self.serve(reader, writer, env if isinstance(env, dict) else {})
+        env, cwd = hello.get("env"), hello.get("cwd")
+        env = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+        server = ConnectionServer(self.shared, env, cwd if isinstance(cwd, str) else None)
+        await self.serve(server, reader, writer)
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    env: dict[str, str]) -> None:
-        server = ConnectionServer(self.shared, {str(k): str(v) for k, v in env.items()})
+    async def serve(self, server: ConnectionServer, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> None:
         copy_features(self.template, server)
         self.connections.add(server)
         self._arm_idle()
@@ -154,6 +157,7 @@ def serve(idle: float = IDLE, grace: float = GRACE) -> int:
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
     lock.flush()
+    os.chdir(Path.home())  # not the folder of the relay that started it: it may go away
     daemon: Daemon | None = None
 
     async def main() -> None:

@@ -17,6 +17,7 @@ from ..core.fanout import Fanout, Member
 from ..core.store import Store
 from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces, normalize
+from ..uris import from_fs_path
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ class SharedWorkspaces(Workspaces):
 class ConnectionWorkspaces(Workspaces):
     """One connection's view of the shared registry: its own folders, the same workspaces."""
 
-    def __init__(self, shared: SharedWorkspaces, member: Member, plain: Any) -> None:
+    def __init__(self, shared: SharedWorkspaces, member: Member, plain: Any,
+                 cwd: str | None = None) -> None:
         super().__init__(shared._new_workspace)
         self._workspaces = shared._workspaces  # the same dicts: one registry
         self._keys = shared._keys
@@ -83,6 +85,13 @@ class ConnectionWorkspaces(Workspaces):
         self.member = member
         self._plain = plain  # -> bool: the client renders no oi/* (known after initialize)
         self.attached: set[str] = set()
+        self.cwd = cwd  # the relay's: the workspace of a client that names no folder
+
+    def resolve(self, workspace: str | None, hint: str | None = None, *,
+                start: bool = False) -> Workspace:
+        if not workspace and not self.folders and self.cwd:
+            workspace = from_fs_path(self.cwd)  # not the daemon's own working directory
+        return super().resolve(workspace, hint, start=start)
 
     def get(self, uri: str, *, start: bool = False) -> Workspace:
         workspace = super().get(uri, start=start)

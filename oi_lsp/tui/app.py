@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attach", action="append", default=[], metavar="IMAGE",
                         help="attach an image file to the first message (repeatable); at the "
                              "prompt, %%attach IMAGE attaches one to the next message")
+    parser.add_argument("--standalone", action="store_true",
+                        help="a server of its own, as a child (default: the user's shared "
+                             "daemon, so an editor on this folder shares the conversation)")
     parser.add_argument("--exec", nargs=2, metavar=("LANG", "CODE"),
                         help="run CODE in the workspace's LANG REPL, print its output, exit")
 
@@ -89,7 +92,7 @@ class Chat:
     async def run(self) -> int:
         from rich.console import Console
 
-        from ..client import OIClient, to_uri
+        from ..client import OIClient, server_command, to_uri
         from . import input_box
         from .line_input import LineReader
         from .render import Renderer
@@ -107,7 +110,9 @@ class Chat:
             state.client.message_box = lambda text, actions: ask(state, text, actions)
             # Its own session: the terminal's Ctrl-C reaches only us (we turn it into oi/stop),
             # never the server or its kernels.
-            await state.client.start(new_session=True)
+            await state.client.start(
+                [*server_command(), "--standalone"] if self.args.standalone else None,
+                new_session=True)
             state.client.listeners.append(self._on_notification)
             state.client.input_box = lambda params: input_box.answer(state, params)
             await state.client.initialize([self.folder], answers_input=True)
