@@ -184,17 +184,18 @@ async def test_daemon_killed_mid_turn(relay: Relay, model: ModelServer, workspac
 
 
 async def test_each_relay_uses_its_own_key(relay: Relay, model: ModelServer,
-                                           workspace: Path, tmp_path: Path) -> None:
-    other = tmp_path / "other"
-    other.mkdir()
+                                           workspace: Path) -> None:
+    """Two editors on one folder, each with its own OI_API_KEY: each turn uses its starter's."""
     settings = {"model": "openai/scripted", "apiBase": model.url}  # no key: the environment's
     first = await relay(workspace, options=settings, env={"OI_API_KEY": "sk-first-editor"})
-    second = await relay(other, options=settings, env={"OI_API_KEY": "sk-second-editor"})
-    model.script(ms.text("one"), ms.text("two"))
+    second = await relay(workspace, options=settings, env={"OI_API_KEY": "sk-second-editor"})
+    model.script(ms.text("one"), ms.text("two"), ms.text("three"))
     await first.chat("hello")
-    await second.chat("hello")
+    await second.chat("hello again")
+    await first.chat("and again")
     keys = [h.get("Authorization") or h.get("authorization") for h in model.headers]
-    assert keys == ["Bearer sk-first-editor", "Bearer sk-second-editor"]
+    assert keys == ["Bearer sk-first-editor", "Bearer sk-second-editor",
+                    "Bearer sk-first-editor"]
 
 
 async def test_kernel_survives_a_reconnect(relay: Relay, workspace: Path) -> None:
