@@ -308,3 +308,20 @@ async def test_a_daemon_of_another_version_means_standalone(
     finally:
         await client.close()
         listener.close()
+
+
+async def test_an_editor_restarted_meanwhile_is_shown_the_waiting_proposal(
+        relay: Relay, model: ModelServer, workspace: Path) -> None:
+    """The terminal's turn waits for approval; the editor restarts and approves it."""
+    terminal = await relay(workspace)
+    editor = await relay(workspace)
+    model.script(ms.tool("python", "print(6 * 7)"), ms.text("done"))
+    chat = asyncio.create_task(terminal.chat("compute"))
+    proposal = await next_proposal(editor)
+    await editor.close()
+    editor = await relay(workspace)
+    shown = await next_proposal(editor)
+    assert shown["proposalId"] == proposal["proposalId"]
+    await editor.approve(proposal["proposalId"], "run")
+    assert (await asyncio.wait_for(chat, 60))["status"] == "done"
+    await editor.wait_for("oi/stream", lambda p: "42" in (p.get("content") or ""))

@@ -11,7 +11,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..protocol import ANSWERED, Answered, InputParams, Proposal
+from ..protocol import ANSWERED, PROPOSAL, Answered, InputParams, Proposal
 from .approval import Answer
 from .link import Link, NoInput
 
@@ -31,10 +31,13 @@ class Fanout:
         self.members: list[Member] = []
         self._on_empty = on_empty
         self._last: Member | None = None  # whose settings apply when no request says
+        self._pending: dict[str, Proposal] = {}  # asked, not answered yet
 
     def attach(self, member: Member) -> None:
         if member not in self.members:
             self.members.append(member)
+            for proposal in self._pending.values():  # an editor restarted while it waited
+                member.send(PROPOSAL, proposal.wire())
         self._last = member
 
     def detach(self, member: Member) -> None:
@@ -66,21 +69,33 @@ class Fanout:
     async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
         """Every client is asked; the first answer (oi/approve from any, or a plain client's
         message box) wins, and the other clients' questions are withdrawn."""
-        if not self.members:
-            return await answer
-        # Shielded: withdrawing a client's question must not cancel the answer itself.
+        self._pending[proposal.proposal_id] = proposal
+        try:
+            return await self._ask_all(proposal, answer)
+        finally:
+            self._pending.pop(proposal.proposal_id, None)
+
+    async def _ask_all(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
+        # Shielded: withdrawing a client's question must not cancel the answer itself; and
+        # the answer is awaited too: a client that attaches later may give it (oi/approve).
+        answered = asyncio.shield(answer)
         asks = [asyncio.ensure_future(m.ask(proposal, asyncio.shield(answer)))
                 for m in list(self.members)]
         try:
-            done, _ = await asyncio.wait(asks, return_when=asyncio.FIRST_COMPLETED)
-            result = next(iter(done)).result()
+            done, _ = await asyncio.wait([answered, *asks], return_when=asyncio.FIRST_COMPLETED)
+            result = answer.result() if answer.done() else next(
+                task for task in asks if task in done).result()
         finally:
             for task in asks:
                 task.cancel()
+            answered.cancel()
+        self._answered(proposal, result)
+        return result
+
+    def _answered(self, proposal: Proposal, result: Answer) -> None:
         self.send(ANSWERED, Answered(workspace=proposal.workspace, turn_id=proposal.turn_id,
                                      proposal_id=proposal.proposal_id,
                                      decision=result.decision).wire())
-        return result
 
     def show_text(self, text: str, error: bool = False) -> None:
         for member in list(self.members):
