@@ -57,7 +57,9 @@ class Fanout:
             self.members[-1] if self.members else None)
 
     def settings_layers(self) -> list[dict[str, Any]]:
-        member = self._first() or self._last  # a detached client's settings still apply
+        # The client whose request started this work, even if it has left since (a turn
+        # keeps its starter's key); else the latest attached.
+        member = origin.get() or self._first() or self._last
         return member.settings_layers() if member is not None else []
 
     # Link --------------------------------------------------------------------------------
