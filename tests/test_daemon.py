@@ -325,3 +325,30 @@ async def test_an_editor_restarted_meanwhile_is_shown_the_waiting_proposal(
     await editor.approve(proposal["proposalId"], "run")
     assert (await asyncio.wait_for(chat, 60))["status"] == "done"
     await editor.wait_for("oi/stream", lambda p: "42" in (p.get("content") or ""))
+
+
+async def test_a_turn_started_in_the_terminal_is_approved_in_the_editor(
+        relay: Relay, model: ModelServer, workspace: Path, data_dir: Path,
+        daemon_env: dict[str, str]) -> None:
+    """`oi-lsp chat` asks Run?; the editor answers first; the terminal stops asking and shows
+    the output."""
+    from tests.test_chat import Term, chat_env
+
+    editor = await relay(workspace)
+    model.script(ms.tool("python", "print(6 * 7)"), ms.text("all done"))
+    env = {**chat_env(data_dir, model), **daemon_env}
+    chat = Term(["compute"], workspace, env)
+    try:
+        await asyncio.to_thread(chat.until, "Run?")
+        proposal = await next_proposal(editor)
+        await editor.approve(proposal["proposalId"], "run")
+        await asyncio.to_thread(chat.until, "answered in another client: run")
+        await asyncio.to_thread(chat.until, "42")
+        await asyncio.to_thread(chat.until, "all done")
+        artifacts = ROOT / "test-artifacts" / "daemon"
+        await asyncio.to_thread(artifacts.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread((artifacts / "chat-approved-in-editor.txt").write_text,
+                                chat.text)
+        assert "Run?" not in chat.text.split("answered in another client")[1]
+    finally:
+        chat.kill()

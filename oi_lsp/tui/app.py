@@ -279,6 +279,8 @@ class Chat:
                 state.ui.chunk(params)
         elif method == protocol.PROPOSAL:
             self.approval.proposal(params)
+        elif method == protocol.ANSWERED:
+            self.approval.answered(params)
         elif method == "window/showMessage":
             text = str(params.get("message") or "")
             if state.busy:
