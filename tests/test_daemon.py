@@ -201,7 +201,7 @@ async def test_each_relay_uses_its_own_key(relay: Relay, model: ModelServer,
 async def test_kernel_survives_a_reconnect(relay: Relay, workspace: Path) -> None:
     first = await relay(workspace)
     await first.execute("python", "kept = 41")
-    await first.close()
+    assert await first.close() == 0  # shutdown, exit: the relay exits as a server would
     second = await relay(workspace)
     result = await second.execute("python", "print(kept + 1)")
     assert "42" in str(result)
@@ -352,3 +352,18 @@ async def test_a_turn_started_in_the_terminal_is_approved_in_the_editor(
         assert "Run?" not in chat.text.split("answered in another client")[1]
     finally:
         chat.kill()
+
+
+def test_the_relay_passes_the_stream_and_keeps_the_end_line() -> None:
+    """Messages split anywhere reach the editor whole; the daemon's end line does not."""
+    from oi_lsp.daemon.relay import Framing
+
+    body = b'{"jsonrpc":"2.0","method":"oi/stream","params":{"content":"OI-LSP-END 7"}}'
+    stream = b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    sent = stream * 3 + b"OI-LSP-END 0\n"
+    for size in (1, 7, 64, len(sent)):
+        framing, out = Framing(), b""
+        for i in range(0, len(sent), size):
+            out += framing.feed(sent[i:i + size])
+        assert out == stream * 3
+        assert framing.end == 0

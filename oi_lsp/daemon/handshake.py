@@ -4,6 +4,7 @@ relay → daemon: {"oi-lsp": version, "env": {OI_* and key variables}, "cwd": fo
              or {"oi-lsp": version, "control": "status" | "stop"}
 daemon → relay: {"oi-lsp": version, "pid": daemon pid} (and, for a control, what it asked)
 A daemon of another version answers and closes; the relay then serves standalone.
+After the LSP stream, the daemon's END line gives the relay its exit status.
 Imports nothing of oi-lsp but keys.py: the relay uses it."""
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from .. import __version__
 from ..keys import is_key
 
 MAX_LINE = 1 << 20
+# After the LSP stream, when the client ended its session with `exit`: this, the exit status a
+# standalone server would give (0 after `shutdown`), and a newline. A stream that ends without
+# it ended otherwise (the daemon went away, or the client closed its side).
+END = b"OI-LSP-END "
 
 
 def client_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

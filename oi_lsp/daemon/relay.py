@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import handshake, paths
 
+MAX_SOCKET_PATH = 107  # bytes: sun_path's size on Linux, less its NUL
 START_TIMEOUT = 60.0  # seconds for a new daemon to listen (its imports, on a busy machine)
 
 
@@ -62,6 +63,8 @@ def connect_or_start(folder: Path) -> socket.socket:
     import fcntl
 
     path = paths.socket_path(folder)
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise OSError(f"the socket path {path} is too long for a Unix socket")
     sock = connect(path)
     if sock is not None:
         return sock
@@ -111,18 +114,65 @@ def pump_in(sock: socket.socket) -> None:
         pass
 
 
-def pump_out(sock: socket.socket) -> None:
-    """Daemon → editor, until the daemon closes."""
-    while True:
+class Framing:
+    """Follows the daemon's LSP framing (headers, then Content-Length bytes of body) so that
+    what comes after the stream, the daemon's end line (handshake.END), is not passed on."""
+
+    def __init__(self) -> None:
+        self.body_left = 0
+        self.header = bytearray()
+        self.end: int | None = None  # the exit status the daemon's end line gave
+
+    def feed(self, data: bytes) -> bytes:
+        """What of `data` goes to the editor."""
+        out: list[bytes] = []
+        view = memoryview(data)
+        while view and self.end is None:
+            if self.body_left:
+                piece = view[:self.body_left]
+                out.append(bytes(piece))
+                self.body_left -= len(piece)
+                view = view[len(piece):]
+                continue
+            self.header += view
+            view = view[len(view):]
+            if self.header.startswith(handshake.END) and b"\n" in self.header:
+                line = bytes(self.header[:self.header.index(b"\n")])
+                self.end = int(line[len(handshake.END):] or b"1")
+                break
+            stop = self.header.find(b"\r\n\r\n")
+            if stop < 0:
+                continue
+            head, rest = bytes(self.header[:stop + 4]), bytes(self.header[stop + 4:])
+            self.header.clear()
+            out.append(head)
+            self.body_left = _content_length(head)
+            view = memoryview(rest)
+        return b"".join(out)
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip() or b"0")
+    return 0
+
+
+def pump_out(sock: socket.socket) -> int | None:
+    """Daemon → editor, until the daemon closes; the exit status its end line gave."""
+    framing = Framing()
+    while framing.end is None:
         try:
             data = sock.recv(65536)
         except OSError:
-            return
+            return None
         if not data:
-            return
-        view = memoryview(data)
+            return None
+        view = memoryview(framing.feed(data))
         while view:
             view = view[os.write(1, view):]
+    return framing.end
 
 
 def standalone(why: str) -> None:
@@ -146,6 +196,8 @@ def main() -> int:
                    "`oi-lsp daemon --stop` once its editors are closed")
         return 1
     threading.Thread(target=pump_in, args=(sock,), daemon=True).start()
-    pump_out(sock)
-    log("the daemon closed the connection")
-    return 1
+    end = pump_out(sock)
+    if end is None:
+        log("the daemon closed the connection")
+        return 1
+    return end  # after `exit`: 0 when `shutdown` came first, as a standalone server

@@ -46,6 +46,20 @@ class ConnectionServer(OIServer):
         return [self.env, self.client_settings]
 
 
+class ConnectionWriter(BatchingWriter):
+    """stdio's writer, but pygls closing it at `exit` only flushes: the connection's end
+    closes it, after the end line that gives the relay its exit status."""
+
+    def close(self) -> None:
+        self.flush()
+
+    def end(self, trailer: bytes = b"") -> None:
+        super().flush()
+        if trailer:
+            self._transport.write(trailer)
+        super().close()
+
+
 class Daemon:
     def __init__(self, folder: Path, idle: float, grace: float) -> None:
         from ..lsp.server import SERVER  # the handlers every connection's server copies
@@ -106,19 +120,21 @@ class Daemon:
         self.connections.add(server)
         self._arm_idle()
         origin.set(server)  # every task this connection's requests start knows its client
-        out = BatchingWriter(asyncio.get_running_loop(), writer.transport)
+        out = ConnectionWriter(asyncio.get_running_loop(), writer.transport)
         server.protocol.set_writer(out)
         stop = new_stop_event(server)
+        exited = False
         try:
             await run_async(stop_event=stop, reader=FramedReader(reader),
                             protocol=server.protocol, logger=log,
                             error_handler=server.report_server_error)
         except SystemExit:  # the client's `exit`: its session ends, not the daemon
-            pass
+            exited = True
         finally:
             await server.workspaces.close_all()  # detaches: the workspaces stay
             self.connections.discard(server)
-            out.close()
+            # After `exit` the relay exits as a standalone server would.
+            out.end(handshake.END + b"%d\n" % (0 if server.shut_down else 1) if exited else b"")
             self._arm_idle()
 
     async def run(self) -> None:
