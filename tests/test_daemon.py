@@ -367,3 +367,15 @@ def test_the_relay_passes_the_stream_and_keeps_the_end_line() -> None:
             out += framing.feed(sent[i:i + size])
         assert out == stream * 3
         assert framing.end == 0
+
+
+def test_another_data_folder_is_another_daemon(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from oi_lsp.daemon import paths
+
+    monkeypatch.delenv("OI_LSP_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("OI_LSP_DATA_DIR", str(tmp_path / "data"))
+    assert paths.runtime_dir() == tmp_path / "data" / "run"
+    monkeypatch.delenv("OI_LSP_DATA_DIR")
+    assert paths.runtime_dir() == tmp_path / "oi-lsp"

@@ -18,20 +18,21 @@ class UnsafeFolder(RuntimeError):
 
 
 def runtime_dir() -> Path:
-    """$OI_LSP_RUNTIME_DIR, else $XDG_RUNTIME_DIR/oi-lsp, else `run` in the data folder
-    ($OI_LSP_DATA_DIR, else the platform's; platformdirs only then, it costs an import)."""
+    """$OI_LSP_RUNTIME_DIR; else `run` in $OI_LSP_DATA_DIR when that is set (another data
+    folder is another daemon: its conversations are elsewhere); else $XDG_RUNTIME_DIR/oi-lsp;
+    else `run` in the platform's data folder (platformdirs only then: it costs an import)."""
     own = os.environ.get("OI_LSP_RUNTIME_DIR")
     if own:
         return Path(own)
+    data = os.environ.get("OI_LSP_DATA_DIR")
+    if data:
+        return Path(data) / "run"
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg):
         return Path(xdg) / "oi-lsp"
-    data = os.environ.get("OI_LSP_DATA_DIR")
-    if not data:
-        import platformdirs
+    import platformdirs
 
-        data = platformdirs.user_data_dir("oi-lsp")
-    return Path(data) / "run"
+    return Path(platformdirs.user_data_dir("oi-lsp")) / "run"
 
 
 def private_dir() -> Path:
