@@ -101,11 +101,15 @@ def greet(sock: socket.socket) -> dict[str, object]:
     return handshake.decode(read_line(sock))
 
 
+EDITOR_GONE = threading.Event()  # the editor closed our stdin
+
+
 def pump_in(sock: socket.socket) -> None:
     """Editor → daemon; at the editor's end of stream the daemon is told (half close)."""
     try:
         while data := os.read(0, 65536):
             sock.sendall(data)
+        EDITOR_GONE.set()
     except OSError:
         pass
     try:
@@ -197,7 +201,8 @@ def main() -> int:
         return 1
     threading.Thread(target=pump_in, args=(sock,), daemon=True).start()
     end = pump_out(sock)
-    if end is None:
-        log("the daemon closed the connection")
+    if end is None:  # 1, as a server whose client left without `shutdown`
+        if not EDITOR_GONE.is_set():
+            log("the daemon closed the connection")
         return 1
     return end  # after `exit`: 0 when `shutdown` came first, as a standalone server
