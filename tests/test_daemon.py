@@ -379,3 +379,18 @@ def test_another_data_folder_is_another_daemon(tmp_path: Path,
     assert paths.runtime_dir() == tmp_path / "data" / "run"
     monkeypatch.delenv("OI_LSP_DATA_DIR")
     assert paths.runtime_dir() == tmp_path / "oi-lsp"
+
+
+async def test_a_relay_right_after_a_stop_gets_a_new_daemon(
+        relay: Relay, workspace: Path, runtime: Path, daemon_env: dict[str, str]) -> None:
+    """The stopped daemon may still be closing its kernels when the next relay starts one."""
+    first = await relay(workspace)
+    await first.execute("python", "x = 1")
+    [old] = daemons(runtime)
+    stop = await asyncio.to_thread(control, daemon_env, "--stop")
+    assert stop.returncode == 0
+    second = await relay(workspace)
+    assert (await second.execute("python", "print(2)"))["status"] == "ok"
+    assert b"standalone" not in second.stderr
+    assert [p.pid for p in daemons(runtime)] != [old.pid]
+    assert len(daemons(runtime)) == 1

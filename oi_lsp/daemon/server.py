@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 IDLE = 30 * 60.0  # seconds without a connection before the daemon exits
 GRACE = 10 * 60.0  # seconds a workspace nobody uses keeps its REPLs
+LOCK_WAIT = 30.0  # seconds a new daemon waits for an exiting one to end
 
 
 class ConnectionServer(OIServer):
@@ -164,9 +166,7 @@ def serve(idle: float = IDLE, grace: float = GRACE) -> int:
     """Run the daemon; 0 at its end, 1 when another daemon holds this folder already."""
     folder = paths.private_dir()
     lock = open(folder / paths.PID_LOCK, "a+")  # held until this process ends
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _take(lock):
         log.warning("another daemon (pid %s) serves %s", _pid_of(lock), folder)
         return 1
     lock.seek(0)
@@ -194,3 +194,17 @@ def serve(idle: float = IDLE, grace: float = GRACE) -> int:
 def _pid_of(lock: Any) -> str:
     lock.seek(0)
     return str(lock.read().strip() or "?")
+
+
+def _take(lock: Any, wait: float = LOCK_WAIT) -> bool:
+    """The pid lock. A relay starts a daemon only when none listens: one holding the lock then
+    is one that is exiting (stopped, idle), still closing its REPLs; wait for it."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
