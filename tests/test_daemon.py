@@ -394,3 +394,12 @@ async def test_a_relay_right_after_a_stop_gets_a_new_daemon(
     assert b"standalone" not in second.stderr
     assert [p.pid for p in daemons(runtime)] != [old.pid]
     assert len(daemons(runtime)) == 1
+
+
+async def test_the_setting_kernel_grace(relay: Relay, model: ModelServer,
+                                        workspace: Path) -> None:
+    client = await relay(workspace, options=model.settings(kernelGrace=1))
+    await client.execute("python", "import os; open('pid', 'w').write(str(os.getpid()))")
+    kernel = psutil.Process(int(await asyncio.to_thread((workspace / "pid").read_text)))
+    await client.close()
+    await asyncio.to_thread(kernel.wait, 60)  # the daemon's grace here is 120 s

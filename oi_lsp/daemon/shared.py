@@ -52,15 +52,24 @@ class SharedWorkspaces(Workspaces):
             fanout.detach(member)
 
     def _unused(self, uri: str) -> None:
-        log.info("nobody uses %s: its REPLs stay for %g s", uri, self.grace)
-        self._timers[uri] = asyncio.get_running_loop().call_later(self.grace, self._expire, uri)
+        workspace = self._workspaces.get(uri)
+        grace = self.grace
+        if workspace is not None:
+            try:
+                own = workspace.settings().kernel_grace
+            except ValueError as exc:  # settings that do not combine: the daemon's grace
+                log.warning("%s: %s", uri, exc)
+                own = None
+            grace = grace if own is None else own
+        log.info("nobody uses %s: its REPLs stay for %g s", uri, grace)
+        self._timers[uri] = asyncio.get_running_loop().call_later(grace, self._expire, uri)
 
     def _expire(self, uri: str) -> None:
         self._timers.pop(uri, None)
         workspace = self._workspaces.pop(uri, None)
         self.fanouts.pop(uri, None)
         if workspace is not None:
-            log.info("closing %s: unused for %g s", uri, self.grace)
+            log.info("closing %s: unused for its grace period", uri)
             task = asyncio.ensure_future(workspace.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
