@@ -142,7 +142,8 @@ async def test_status_and_stop(relay: Relay, workspace: Path, runtime: Path,
     client = await relay(workspace)
     status = control(daemon_env, "--status")
     assert status.returncode == 0, status.stderr
-    assert '"connections": 1' in status.stdout
+    assert "connections: 1" in status.stdout
+    assert workspace.as_uri() in status.stdout
     [daemon] = daemons(runtime)
     assert str(daemon.pid) in status.stdout
     assert control(daemon_env, "--stop").returncode == 0
