@@ -22,6 +22,7 @@ from oi_lsp.client import OIClient
 from tests import modelserver as ms
 from tests.conftest import next_proposal
 from tests.modelserver import ModelServer
+from tests.neovim import HAVE_NVIM
 
 ROOT = Path(__file__).resolve().parents[1]
 Relay = Callable[..., Awaitable[OIClient]]
@@ -404,3 +405,31 @@ async def test_the_setting_kernel_grace(relay: Relay, model: ModelServer,
     kernel = psutil.Process(int(await asyncio.to_thread((workspace / "pid").read_text)))
     await client.close()
     await asyncio.to_thread(kernel.wait, 60)  # the daemon's grace here is 120 s
+
+
+@pytest.mark.skipif(not HAVE_NVIM, reason="needs nvim")
+async def test_neovim_withdraws_a_proposal_answered_elsewhere(
+        relay: Relay, model: ModelServer, workspace: Path, nvim: Any,
+        daemon_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neovim (through a relay to the same daemon) asks; another client answers first."""
+    for key in ("OI_LSP_STANDALONE", "OI_LSP_RUNTIME_DIR", "OI_LSP_DAEMON_IDLE",
+                "OI_LSP_KERNEL_GRACE"):
+        monkeypatch.setenv(key, daemon_env[key])
+    other = await relay(workspace)
+    model.script(ms.tool("python", "print(6 * 7)"), ms.text("The answer is 42."))
+    scenario = asyncio.create_task(asyncio.to_thread(nvim.run, """
+        vim.cmd("OIChat what is six times seven")
+        T.wait(function() return require("oi.approval").pending(T.root) ~= nil end, "a proposal")
+        T.wait_text("answered in another client: run")
+        T.wait_text("The answer is 42.")
+        T.wait_idle()
+    """, workspace))
+    proposal = await next_proposal(other, timeout=120)
+    await other.approve(proposal["proposalId"], "run")
+    run = await scenario
+    assert "_→ answered in another client: run_" in run.lines
+    assert "[r]un  [s]kip  [e]dit  [c] always this code  [a]lways" not in run.lines
+    artifacts = ROOT / "test-artifacts" / "daemon"
+    await asyncio.to_thread(artifacts.mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread((artifacts / "nvim-answered-elsewhere.txt").write_text,
+                            "\n".join(run.lines))
