@@ -433,3 +433,15 @@ async def test_neovim_withdraws_a_proposal_answered_elsewhere(
     await asyncio.to_thread(artifacts.mkdir, parents=True, exist_ok=True)
     await asyncio.to_thread((artifacts / "nvim-answered-elsewhere.txt").write_text,
                             "\n".join(run.lines))
+
+
+async def test_sigterm_stops_the_daemon_and_its_kernels(relay: Relay, workspace: Path,
+                                                        runtime: Path) -> None:
+    client = await relay(workspace)
+    await client.execute("python", "import os; open('pid', 'w').write(str(os.getpid()))")
+    kernel = psutil.Process(int(await asyncio.to_thread((workspace / "pid").read_text)))
+    [daemon] = daemons(runtime)
+    daemon.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(daemon.wait, 60)
+    await asyncio.to_thread(kernel.wait, 30)  # closed, not left to the next daemon
+    assert not await asyncio.to_thread(os.path.exists, runtime / "oi-lsp.sock")

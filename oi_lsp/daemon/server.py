@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,9 @@ class Daemon:
             os.umask(old)
         os.chmod(path, 0o600)
         log.info("oi-lsp %s daemon listening on %s", __version__, path)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):  # `kill`, a logout: stop as --stop does
+            loop.add_signal_handler(signum, self.stopping.set)
         self._arm_idle()
         async with listener:
             await self.stopping.wait()
