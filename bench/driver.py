@@ -48,8 +48,9 @@ class Server:
         self.arrivals.append((time.perf_counter(), method, params))
 
     async def start(self) -> None:
+        # Standalone: the figures are of this one server process, not of a relay to a daemon.
         await self.client.start(self.command, env={"OI_LSP_DATA_DIR": str(self.data_dir),
-                                                   **bytecode_env()})
+                                                   "OI_LSP_STANDALONE": "1", **bytecode_env()})
 
     @property
     def pid(self) -> int:

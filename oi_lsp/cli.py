@@ -1,5 +1,6 @@
-"""Command line: `oi-lsp` serves LSP (stdio by default, or --tcp / --ws on 127.0.0.1);
-`oi-lsp chat` is the terminal client."""
+"""Command line: `oi-lsp` relays LSP over stdio to the user's daemon (`oi-lsp daemon`, started
+when none runs); `--standalone` (or $OI_LSP_STANDALONE=1) serves in this process, over stdio or
+--tcp / --ws on 127.0.0.1; `oi-lsp chat` is the terminal client."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"oi-lsp {__version__}")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--stdio", action="store_true", help="serve over stdio (default)")
+    parser.add_argument("--standalone", action="store_true",
+                        help="serve in this process instead of relaying to the user's shared "
+                        "daemon (also $OI_LSP_STANDALONE=1; --tcp/--ws always are)")
     transport.add_argument("--tcp", action="store_true", help="serve over TCP")
     transport.add_argument("--ws", action="store_true", help="serve over WebSocket")
     parser.add_argument("--host", default="127.0.0.1", help="address for --tcp/--ws")
@@ -39,12 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="warning",
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-file", help="write the log here instead of stderr")
-    commands = parser.add_subparsers(dest="command", metavar="{chat,acp,trust}")
+    commands = parser.add_subparsers(dest="command", metavar="{chat,acp,trust,daemon}")
     chat = commands.add_parser(
-        "chat", help="chat in this terminal (starts the server as a child)",
+        "chat", help="chat in this terminal (through the user's shared daemon)",
         description="Talk to the model in this terminal: it proposes code, you approve it, "
-                    "it runs in the persistent REPL of the workspace folder. The server runs "
-                    "as a child over stdio, exactly as an editor starts it.")
+                    "it runs in the persistent REPL of the workspace folder. It starts `oi-lsp` "
+                    "over stdio, exactly as an editor does: through the user's shared daemon, "
+                    "so an editor open on the folder shows the same conversation, live.")
     from .tui.args import add_arguments  # not the client itself: the server never runs it
 
     add_arguments(chat)
@@ -62,10 +67,38 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("folder", nargs="?", default=".", help="the workspace folder "
                        "(default: here)")
     trust.add_argument("--revoke", action="store_true", help="trust it no longer")
+    add_daemon_parser(commands)
     return parser
 
 
+def add_daemon_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    daemon = commands.add_parser(
+        "daemon", help="the per-user server every editor's `oi-lsp` relays to",
+        description="Serve every editor and terminal of this user from one process, on a Unix "
+                    "socket in $XDG_RUNTIME_DIR/oi-lsp (else the data folder); `oi-lsp` starts "
+                    "it when none runs.")
+    action = daemon.add_mutually_exclusive_group()
+    action.add_argument("--status", action="store_true", help="say whether it runs, and what")
+    action.add_argument("--stop", action="store_true", help="stop it (its REPLs end)")
+    daemon.add_argument("--idle", type=float, metavar="SECONDS",
+                        help="exit after this long without a connection (default "
+                        "$OI_LSP_DAEMON_IDLE, else 1800)")
+    daemon.add_argument("--grace", type=float, metavar="SECONDS",
+                        help="keep an unused workspace's REPLs this long (default "
+                        "$OI_LSP_KERNEL_GRACE, else 600)")
+
+
+def relay_wanted(argv: list[str]) -> bool:
+    """Plain `oi-lsp` (or with --stdio): what editors start, relayed to the daemon."""
+    return (all(a == "--stdio" for a in argv)
+            and os.environ.get("OI_LSP_STANDALONE", "") in ("", "0"))
+
+
 def main(argv: list[str] | None = None) -> None:
+    if relay_wanted(sys.argv[1:] if argv is None else argv):
+        from .daemon.relay import main as relay  # before the parser: it imports pydantic
+
+        sys.exit(relay())
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.token is not None:
@@ -77,7 +110,13 @@ def main(argv: list[str] | None = None) -> None:
         from .tui.app import main as chat_main
 
         sys.exit(chat_main(args))
+    if args.command == "daemon" and (args.status or args.stop):
+        from .daemon import control
+
+        sys.exit(control.stop() if args.stop else control.status())
     setup_logging(args.log_level, args.log_file)
+    if args.command == "daemon":
+        sys.exit(serve_daemon(args))
     if args.command == "acp":
         import asyncio
 
@@ -162,6 +201,19 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         SERVER.workspaces.kill_all()  # the client may have vanished without a shutdown
     return 0
+
+
+def serve_daemon(args: argparse.Namespace) -> int:
+    from .daemon import server
+
+    def seconds(given: float | None, var: str, default: float) -> float:
+        return given if given is not None else float(os.environ.get(var) or default)
+
+    code = server.serve(seconds(args.idle, "OI_LSP_DAEMON_IDLE", server.IDLE),
+                        seconds(args.grace, "OI_LSP_KERNEL_GRACE", server.GRACE))
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def network_token(args: argparse.Namespace) -> str:

@@ -46,7 +46,8 @@ class OIClient:
         self._register()
 
     def _register(self) -> None:
-        for method in (protocol.STREAM, protocol.PROPOSAL, protocol.TURN, protocol.RESOURCES):
+        for method in (protocol.STREAM, protocol.PROPOSAL, protocol.TURN, protocol.RESOURCES,
+                       protocol.ANSWERED):
             self.lsp.feature(method)(self._recorder(method))
 
         @self.lsp.feature(types.WINDOW_SHOW_MESSAGE)

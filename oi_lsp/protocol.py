@@ -33,6 +33,9 @@ SESSION_EXPORT = "oi/session/export"
 
 STREAM = "oi/stream"
 PROPOSAL = "oi/proposal"
+# The shared daemon, to every client attached to the workspace: a proposal was answered (by
+# any of them); the others withdraw their question.
+ANSWERED = "oi/answered"
 TURN = "oi/turn"
 RESOURCES = "oi/resources"
 # server -> client request: a running program reads input (clients that declare
@@ -474,6 +477,15 @@ class Proposal(Wire):
     # The first word an `always: "command"` answer would allow; absent when the code is not
     # one simple shell command (that answer then allows the exact text).
     command: str | None = None
+
+
+class Answered(Wire):
+    """oi/answered: the first answer to a proposal, which won; later answers are refused."""
+
+    workspace: str
+    turn_id: str
+    proposal_id: str
+    decision: str
 
 
 class Usage(Wire):

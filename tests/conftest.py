@@ -18,6 +18,11 @@ from tests.modelserver import ModelServer
 
 StartServer = Callable[..., Awaitable[OIClient]]
 
+# Every `oi-lsp` a test starts (directly, or through an editor or `oi-lsp chat`) serves in its
+# own process, as a private server: none shares the user's daemon, nor another test's.
+# tests/test_daemon.py sets "0" (and a runtime folder of its own) for the daemon's tests.
+os.environ.setdefault("OI_LSP_STANDALONE", "1")
+
 
 @pytest.fixture(scope="session")
 def model_server() -> Iterator[ModelServer]:

@@ -28,7 +28,8 @@ ALWAYS = "/ [a]lways (everything):"
 def chat_env(data_dir: Path, model: ModelServer | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OI_", "OPENAI_", "VISUAL", "EDITOR"))}
-    env.update(PYTHONPATH=str(ROOT), OI_LSP_DATA_DIR=str(data_dir), TERM="xterm-256color")
+    env.update(PYTHONPATH=str(ROOT), OI_LSP_DATA_DIR=str(data_dir), TERM="xterm-256color",
+               OI_LSP_STANDALONE="1")  # a server of its own, not a daemon shared by tests
     if model is not None:
         env.update(OI_MODEL="openai/scripted", OI_API_BASE=model.url, OI_API_KEY="sk-test-key")
     env.update(extra)

@@ -80,6 +80,9 @@ class Settings(BaseModel):
     trusted: bool = True
     kernel_gateway: KernelGateway | None = None  # run kernels on a Jupyter gateway
     keep_kernel: bool = False  # leave the kernel running when the workspace closes
+    # The shared daemon: seconds the REPLs outlive the workspace's last client (None: the
+    # daemon's --grace, default 600).
+    kernel_grace: float | None = Field(default=None, ge=0)
     # REPLs start with the server's key variables (OI_API_KEY, *_API_KEY, ...) in their
     # environment; off, code the model writes cannot read them.
     pass_keys_to_repls: bool = False

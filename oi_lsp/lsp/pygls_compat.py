@@ -92,3 +92,14 @@ def quiet_refusals() -> None:
     logger = logging.getLogger(_HANDLER_LOG)
     if not any(isinstance(f, _OneLineRefusals) for f in logger.filters):
         logger.addFilter(_OneLineRefusals())
+
+
+def copy_features(source: Any, target: Any) -> None:
+    """Register on `target` every feature and command registered on `source` (the daemon's
+    servers, one per connection, take their handlers from lsp/server.py's SERVER). pygls binds
+    each handler to its server at registration; `.func` is the unbound handler."""
+    fm = source.protocol.fm
+    for name, handler in fm.features.items():
+        target.feature(name, fm.feature_options.get(name))(getattr(handler, "func", handler))
+    for name, handler in fm.commands.items():
+        target.command(name)(getattr(handler, "func", handler))

@@ -68,7 +68,7 @@ class Chat:
     async def run(self) -> int:
         from rich.console import Console
 
-        from ..client import OIClient, to_uri
+        from ..client import OIClient, server_command, to_uri
         from . import input_box
         from .line_input import LineReader
         from .render import Renderer
@@ -86,7 +86,9 @@ class Chat:
             state.client.message_box = lambda text, actions: ask(state, text, actions)
             # Its own session: the terminal's Ctrl-C reaches only us (we turn it into oi/stop),
             # never the server or its kernels.
-            await state.client.start(new_session=True)
+            await state.client.start(
+                [*server_command(), "--standalone"] if self.args.standalone else None,
+                new_session=True)
             state.client.listeners.append(self._on_notification)
             state.client.input_box = lambda params: input_box.answer(state, params)
             await state.client.initialize([self.folder], answers_input=True)
@@ -253,6 +255,8 @@ class Chat:
                 state.ui.chunk(params)
         elif method == protocol.PROPOSAL:
             self.approval.proposal(params)
+        elif method == protocol.ANSWERED:
+            self.approval.answered(params)
         elif method == "window/showMessage":
             text = str(params.get("message") or "")
             if state.busy:

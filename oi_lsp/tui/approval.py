@@ -35,6 +35,7 @@ class Approval:
         self.auto_run = auto_run  # -y: a proposal still asked about is one the server holds back
         self.last_proposed: str | None = None  # to show the code that runs only if edited
         self.confirm_parts: list[str] = []
+        self.asking: dict[str, asyncio.Task[None]] = {}  # proposal id -> its question
 
     def confirmation(self, params: dict[str, Any]) -> None:
         """Show the code that runs when it is not what was proposed (the user edited it)."""
@@ -80,12 +81,20 @@ class Approval:
         else:
             state.spawn(self._ask(p))
 
+    def answered(self, params: dict[str, Any]) -> None:
+        """oi/answered (the shared daemon): another client answered first; stop asking."""
+        task = self.asking.pop(str(params.get("proposalId")), None)
+        if task is not None and not task.done():
+            task.cancel()
+            self.state.ui.raw("\n")
+            self.state.ui.note(f"answered in another client: {params.get('decision')}")
+
     async def _ask(self, p: dict[str, Any]) -> None:
         state = self.state
         command = p.get("command")
         ask = ASK.format(always=f"always `{command}`" if command else "always this code")
         while True:
-            choice = await self._choice(ask)
+            choice = await self._waiting_choice(p, ask)
             if choice is None:
                 return
             if choice == "y":
@@ -115,13 +124,24 @@ class Approval:
 
     async def _ask_outside(self, p: dict[str, Any]) -> None:
         while True:
-            choice = await self._choice(ASK_OUTSIDE)
+            choice = await self._waiting_choice(p, ASK_OUTSIDE)
             if choice is None:
                 return
             if choice in ("o", "n"):
                 await self._approve(p, "outside" if choice == "o" else "skip")
                 return
             self.state.ui.note("Answer o or n.")
+
+    async def _waiting_choice(self, p: dict[str, Any], question: str) -> str | None:
+        """_choice, withdrawn (cancelled) if another client answers meanwhile."""
+        key = str(p.get("proposalId"))
+        task = asyncio.current_task()
+        if task is not None:
+            self.asking[key] = task
+        try:
+            return await self._choice(question)
+        finally:
+            self.asking.pop(key, None)
 
     async def _choice(self, question: str) -> str | None:
         """The first letter of the user's answer; None after Ctrl-C (the turn is being

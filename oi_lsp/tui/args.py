@@ -23,5 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attach", action="append", default=[], metavar="IMAGE",
                         help="attach an image file to the first message (repeatable); at the "
                              "prompt, %%attach IMAGE attaches one to the next message")
+    parser.add_argument("--standalone", action="store_true",
+                        help="a server of its own, as a child (default: the user's shared "
+                             "daemon, so an editor on this folder shares the conversation)")
     parser.add_argument("--exec", nargs=2, metavar=("LANG", "CODE"),
                         help="run CODE in the workspace's LANG REPL, print its output, exit")

@@ -35,10 +35,11 @@ class ChatState:
     # Started from notification callbacks, which must return at once (the loop must keep going).
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)

@@ -79,6 +79,16 @@ end
 
 function M.pending(root) return pending[root] and pending[root].proposal end
 
+--- oi/answered (the shared daemon): another client answered this proposal first.
+function M.answered(root, p)
+  local entry = pending[root]
+  if entry and entry.proposal.proposalId == p.proposalId then
+    pending[root] = nil
+    unmap(root)
+    require("oi.chat").set_marked(root, entry.mark, ("_→ answered in another client: %s_"):format(p.decision))
+  end
+end
+
 local function answer(root, decision, code, proposal_id)
   local entry = pending[root]
   if not entry or (proposal_id and entry.proposal.proposalId ~= proposal_id) then

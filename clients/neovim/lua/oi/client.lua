@@ -68,6 +68,7 @@ local function handlers()
       require("oi.chat").on_stream(root, p)
     end),
     ["oi/proposal"] = on(function(root, p) require("oi.approval").on_proposal(root, p) end),
+    ["oi/answered"] = on(function(root, p) require("oi.approval").answered(root, p) end),
     ["oi/turn"] = on(function(root, p)
       require("oi.status").on_turn(root, p)
       require("oi.chat").on_turn(root, p)
