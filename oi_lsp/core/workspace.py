@@ -318,9 +318,11 @@ class Workspace:
     async def stop(self, fate: CodeOutcome = "stopped") -> bool:
         """Stop the turn and the runs; a proposal left waiting gets `fate`."""
         scopes = [s for s in (self._turn, *self._runs.values()) if s is not None]
-        self.approvals.drop(self.uri)
         for scope in scopes:
             scope.cancel()
+        # After the scopes: a proposal's future cancelled first would wake the turn with a
+        # cancellation its scope does not own, and the scope's own would then leak past it.
+        self.approvals.drop(self.uri)
         # Stopped means ended: the turn saved and reported, the runs recorded.
         waiting = [t for t in (self._ending, *self._runs) if t is not None and not t.done()]
         if waiting:
