@@ -30,10 +30,11 @@ async function chatFrame(timeout = 30000) {
     }
 }
 
-/** Run a command through the palette; its list is a snapshot, so retry until the title shows. */
-async function command(title) {
+/** Run a command through the palette; its list is a snapshot, so retry until the title shows.
+ * `escape: false` keeps the editor's selection (Escape first would clear it). */
+async function command(title, escape = true) {
     for (let attempt = 0; ; attempt++) {
-        await page.keyboard.press('Escape');
+        if (escape || attempt > 0) await page.keyboard.press('Escape');
         await page.keyboard.press('F1');
         const box = page.locator('.quick-input-widget input');
         await box.waitFor({ timeout: 10000 });
@@ -59,7 +60,11 @@ const ops = {
         await page.goto(url);
         await workbench();
     },
-    command: ({ title }) => command(title),
+    command: ({ title, escape }) => command(title, escape ?? true),
+    /** Type text into what has the focus, as a paste would (no auto-closed brackets). */
+    async insertText({ text }) {
+        await page.keyboard.insertText(text);
+    },
     async keys({ keys }) {
         for (const key of keys) await page.keyboard.press(key);
     },
@@ -102,6 +107,8 @@ const ops = {
     async wait({ selector, hasText, timeout = 30000 }) {
         await page.locator(selector, hasText ? { hasText } : {}).last().waitFor({ timeout });
     },
+    /** Evaluate an expression in the workbench page itself (not the chat's frame). */
+    evaluate: ({ expression }) => page.evaluate(expression),
     async click({ selector, hasText }) {
         await page.locator(selector, hasText ? { hasText } : {}).last().click({ timeout: 30000 });
     },

@@ -79,9 +79,7 @@ def test_edit_runs_the_edited_code(vscode: tuple[Workbench, Path], model: ModelS
     wb, _ = vscode
     model.script(ms.tool("python", "print('as proposed')"), ms.text("Saw the edit."))
     wb("chatSend", text="print something")
-    wb.answer("edit")
-    wb("chatFill", selector="textarea.oi-edit-area", text="print('edited', 3 * 3)")
-    wb("chatClick", selector="button.oi-run-edited")
+    wb.edit_proposal("print('edited', 3 * 3)")
     wb.wait_output("edited 9")
     wb("chatWait", selector=".oi-assistant", hasText="Saw the edit.")
     wb.wait_idle()

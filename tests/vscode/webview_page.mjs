@@ -68,9 +68,12 @@ try {
                 await page.screenshot({ path: input.proposalScreenshot, fullPage: true });
             }
             if (d.decision === 'edit') {
+                // Edit opens an editor tab (the extension's part, played here): "Run edited"
+                // sends the tab's text as the approval and tells the view.
                 await box.locator('button.oi-edit').click();
-                await box.locator('textarea.oi-edit-area').fill(d.code);
                 await box.locator('button.oi-run-edited').click();
+                await page.evaluate(({ id, code }) => window.__posted.push({ type: 'approve', proposalId: id, decision: 'edit', code }), { id, code: d.code });
+                await post({ type: 'approved', proposalId: id, code: d.code });
             } else {
                 // 'always': the "Always `<command>`" button (run, and save an allow rule).
                 await box.locator(`button.oi-${d.decision}`).click();

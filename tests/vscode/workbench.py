@@ -82,6 +82,15 @@ class Workbench:
     def wait_output(self, text: str, timeout: int = 60000) -> None:
         self("chatWait", selector="details.oi-output pre", hasText=text, timeout=timeout)
 
+    def edit_proposal(self, code: str) -> None:
+        """Edit the waiting proposal in its editor tab and run it with the tab's Run edited."""
+        self.answer("edit")
+        self("wait", selector=".editor-actions .action-label[aria-label^='Run edited']")
+        self("click", selector=".monaco-editor .view-lines")
+        self("keys", keys=["Control+a", "Delete"])
+        self("insertText", text=code)
+        self("click", selector=".editor-actions .action-label[aria-label^='Run edited']")
+
     def wait_idle(self) -> None:
         self("chatWait", selector="#oi-status[hidden]", timeout=60000, state="attached")
 

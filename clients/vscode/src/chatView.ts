@@ -1,7 +1,10 @@
 // The chat: a WebviewView in the "Open Interpreter" activity-bar container.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
-import { type Folder, type FromWebview, Router, type ToWebview } from './router';
+import { type Folder, type FromWebview, isCodeAction, Router, type ToWebview } from './router';
+import * as os from 'node:os';
+import { runCodeAction } from './codeActions';
+import { EditTabs } from './editTab';
 import { chatHtml } from './page';
 import type { Server } from './server';
 
@@ -15,8 +18,11 @@ export class ChatView implements vscode.WebviewViewProvider {
     private view: vscode.WebviewView | undefined;
     private refreshing: Promise<void> = Promise.resolve();
     readonly router = new Router(folders());
+    /** Proposals edited in editor tabs ("Run edited" in their title bar). */
+    readonly edits = new EditTabs((proposalId, code) => this.runEdited(proposalId, code));
 
-    constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server) {
+    constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server,
+        private readonly storage: vscode.Uri = vscode.Uri.file(os.tmpdir())) {
         server.onNotification((method, params) => {
             const message = this.router.notification(method, params);
             if (message) this.post(message);
@@ -77,7 +83,8 @@ export class ChatView implements vscode.WebviewViewProvider {
     /** Sends a chat turn. Its end (and error) arrives as oi/turn; a refused request shows here. */
     async chat(params: Record<string, unknown>, shown: string): Promise<void> {
         await this.refreshing;
-        this.post({ type: 'user', text: shown });
+        const context = params.context as Record<string, unknown> | undefined;
+        this.post(context ? { type: 'user', text: shown, context } : { type: 'user', text: shown });
         try {
             await this.server.request('oi/chat', params);
         } catch (err) {
@@ -87,6 +94,14 @@ export class ChatView implements vscode.WebviewViewProvider {
 
     private async receive(message: FromWebview): Promise<void> {
         if (message.type === 'ready') return this.refresh();
+        if (message.type === 'editInEditor') return this.edits.open(message.proposalId, message.language, message.code);
+        if (message.type === 'runEdited') {
+            return this.edits.runProposal(message.proposalId).catch((err: unknown) => this.post({ type: 'error', message: errorText(err) }));
+        }
+        if (isCodeAction(message)) {
+            return runCodeAction(message, this.storage).catch((err: unknown) =>
+                this.post({ type: 'error', message: errorText(err) }));
+        }
         if (message.type === 'switchFolder') {
             if (this.router.switchTo(message.uri)) await this.refresh();
             return;
@@ -97,6 +112,18 @@ export class ChatView implements vscode.WebviewViewProvider {
         try {
             await this.server.request(request.method, request.params);
             if (request.method === 'oi/reset') this.post({ type: 'cleared' });
+        } catch (err) {
+            this.post({ type: 'error', message: errorText(err) });
+        }
+    }
+
+    /** Runs a proposal's edited code; the view shows it as edited at once. */
+    private async runEdited(proposalId: string, code: string): Promise<void> {
+        const request = this.router.request({ type: 'approve', proposalId, decision: 'edit', code });
+        if (!request) return;
+        this.post({ type: 'approved', proposalId, code });
+        try {
+            await this.server.request(request.method, request.params);
         } catch (err) {
             this.post({ type: 'error', message: errorText(err) });
         }

@@ -11,12 +11,22 @@ let running: Server | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
     const server = running = new Server(context);
-    const chat = new ChatView(context.extensionUri, server);
+    const chat = new ChatView(context.extensionUri, server, context.globalStorageUri);
     const status = new StatusBar();
-    context.subscriptions.push(server, status,
-        vscode.window.registerWebviewViewProvider(VIEW_ID, chat));
+    context.subscriptions.push(server, status, chat.edits,
+        // Kept while hidden; a reload redraws it from oi/history.
+        vscode.window.registerWebviewViewProvider(VIEW_ID, chat, { webviewOptions: { retainContextWhenHidden: true } }));
     // The chat view's listener runs first (it was added first), so the router's status is current.
-    server.onNotification(() => status.show(chat.router.status()));
+    // `oi.busy` shows the view title's Stop only while the model answers or code runs.
+    let busy: boolean | undefined;
+    server.onNotification(() => {
+        const now = chat.router.status();
+        status.show(now);
+        if ((now === 'thinking' || now === 'running') !== busy) {
+            busy = now === 'thinking' || now === 'running';
+            void vscode.commands.executeCommand('setContext', 'oi.busy', busy);
+        }
+    });
 
     const command = (id: string, run: (...args: unknown[]) => unknown): void => {
         context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
@@ -67,6 +77,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             ...(chat.router.current ? { workspace: chat.router.current } : {}),
         });
     });
+    command('oi.runEdited', () => chat.edits.runActive());
     command('oi.stop', () => server.request('oi/stop', chat.router.current ? { workspace: chat.router.current } : {}));
     command('oi.reset', async () => {
         await server.request('oi/reset', chat.router.current ? { workspace: chat.router.current } : {});

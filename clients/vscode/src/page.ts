@@ -23,7 +23,7 @@ export function chatHtml(o: { cspSource: string; nonce: string; script: string; 
   <header id="oi-header"><span id="oi-folder-label">Folder:</span> <select id="oi-folder" aria-label="Workspace folder"></select><span id="oi-trust"></span></header>
   <main id="oi-log" aria-live="polite"></main>
   <div id="oi-status" hidden><span class="oi-spinner"></span><span id="oi-status-text"></span><button id="oi-stop" type="button">Stop</button></div>
-  <footer><div id="oi-attached" hidden></div><textarea id="oi-input" rows="3" placeholder="Ask Open Interpreter… (Enter to send, Shift+Enter for a new line)"></textarea></footer>
+  <footer><div id="oi-attached" hidden></div><div id="oi-compose"><textarea id="oi-input" rows="3" placeholder="Ask Open Interpreter… (Enter to send, Shift+Enter for a new line)"></textarea><button id="oi-send" type="button" title="Send (Enter)">Send</button></div></footer>
 </div>
 <script nonce="${o.nonce}" src="${o.script}"></script>
 </body>

@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url';
 export const STREAM = 'oi/stream';
 export const PROPOSAL = 'oi/proposal';
 export const TURN = 'oi/turn';
+/** A long run's REPL figures (CPU, memory, seconds), every 2 s after its first 3 s. */
+export const RESOURCES = 'oi/resources';
 /** Server → client request: a running program reads a line. */
 export const INPUT = 'oi/input';
 
@@ -23,21 +25,38 @@ export type ToWebview =
     | { type: 'stream'; chunk: Record<string, unknown> }
     | { type: 'proposal'; proposal: Record<string, unknown> }
     | { type: 'turn'; turn: Record<string, unknown> }
-    | { type: 'user'; text: string }
+    | { type: 'user'; text: string; context?: Record<string, unknown> }
+    | { type: 'resources'; repl: Record<string, unknown>; elapsed?: number }
     | { type: 'run'; language: string; code: string }
     | { type: 'error'; message: string }
+    | { type: 'approved'; proposalId: string; code: string }
     | { type: 'cleared' };
+
+/** A code block's or an output's own action (copy, insert, open, an image's open or save). */
+export type CodeAction =
+    | { type: 'copy'; text: string }
+    | { type: 'insert'; text: string }
+    | { type: 'openCode'; text: string; language: string }
+    | { type: 'openImage'; data: string; format: string }
+    | { type: 'saveImage'; data: string; format: string };
+
+export function isCodeAction(m: { type: string }): m is CodeAction {
+    return ['copy', 'insert', 'openCode', 'openImage', 'saveImage'].includes(m.type);
+}
 
 /** Messages the webview posts to the extension. */
 export type FromWebview =
+    | CodeAction
     | { type: 'ready' }
     | { type: 'send'; text: string; attachments?: Attachment[] }
     | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit' | 'outside'; code?: string; always?: 'command' }
     | { type: 'stop' }
     | { type: 'reset' }
+    | { type: 'editInEditor'; proposalId: string; language: string; code: string }
+    | { type: 'runEdited'; proposalId: string }
     | { type: 'switchFolder'; uri: string };
 
-export type Status = 'idle' | 'thinking' | 'running';
+export type Status = 'idle' | 'thinking' | 'waiting' | 'running';
 
 /** Compare folder URIs by path: the server normalizes them (pygls) differently from VS Code. */
 export function sameFolder(a: string | undefined, b: string | undefined): boolean {
@@ -128,6 +147,10 @@ export class Router {
             case STREAM: return { type: 'stream', chunk: p };
             case PROPOSAL: return { type: 'proposal', proposal: p };
             case TURN: return { type: 'turn', turn: p };
+            case RESOURCES: return {
+                type: 'resources', repl: (typeof p.repl === 'object' && p.repl !== null ? p.repl : {}) as Record<string, unknown>,
+                ...(typeof p.elapsed === 'number' ? { elapsed: p.elapsed } : {}),
+            };
             default: return undefined;
         }
     }

@@ -6,7 +6,7 @@ import {
     type StaticFeature, type ClientCapabilities, type FeatureState,
 } from 'vscode-languageclient/node';
 import { selectedInterpreter } from './python';
-import { INPUT, type InputParams, PROPOSAL, STREAM, TURN } from './router';
+import { INPUT, type InputParams, PROPOSAL, RESOURCES, STREAM, TURN } from './router';
 import { configuredServer, serverSettings, settingsUpdate } from './settings';
 import { findServer } from './serverPath';
 
@@ -111,7 +111,7 @@ export class Server implements vscode.Disposable {
             }, token);
             return value === undefined ? null : { value };
         });
-        for (const method of [STREAM, PROPOSAL, TURN]) {
+        for (const method of [STREAM, PROPOSAL, TURN, RESOURCES]) {
             client.onNotification(method, (params: unknown) => {
                 for (const listener of this.listeners) listener(method, params);
             });

@@ -21,10 +21,13 @@ export class StatusBar implements vscode.Disposable {
             this.stop.hide();
             return;
         }
-        this.activity.text = status === 'thinking' ? '$(loading~spin) Open Interpreter: model thinking' : '$(sync~spin) Open Interpreter: running';
+        this.activity.text = status === 'thinking' ? '$(loading~spin) Open Interpreter: model thinking'
+            : status === 'waiting' ? '$(question) Open Interpreter: a proposal waits for you' : '$(sync~spin) Open Interpreter: running';
         this.activity.tooltip = 'Open the chat';
         this.activity.show();
-        this.stop.show();
+        // A waiting proposal is answered in the chat, not stopped.
+        if (status === 'waiting') this.stop.hide();
+        else this.stop.show();
     }
 
     dispose(): void {

@@ -93,3 +93,14 @@ test('Run Selection as Instruction: the selection is the message, the file, lang
         context: { uri: A + '/x.py', language: 'python', range },
     });
 });
+
+test('a long run\'s figures (oi/resources) reach the view; a waiting proposal is a status of its own', () => {
+    const router = new Router(folders);
+    const repl = { language: 'python', pid: 7, alive: true, busy: true, cpuPercent: 98.2, rss: 536870912, uptime: 30 };
+    assert.deepEqual(router.notification('oi/resources', { workspace: A, turnId: 't', repl, elapsed: 12.4 }),
+        { type: 'resources', repl, elapsed: 12.4 });
+    assert.equal(router.notification('oi/resources', { workspace: B, turnId: 't', repl, elapsed: 1 }), undefined);
+    assert.deepEqual(router.notification('oi/resources', { workspace: A, repl: 'bad' }), { type: 'resources', repl: {} });
+    router.notification('oi/stream', { turnId: 't', workspace: A, role: 'computer', type: 'status', format: 'waiting' });
+    assert.equal(router.status(), 'waiting');
+});

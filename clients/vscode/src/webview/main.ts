@@ -1,25 +1,9 @@
 // The chat page. It only renders what the extension posts (docs/protocol.md's notifications and
 // oi/history) and posts the user's actions back; it never talks to the server itself.
 import DOMPurify from 'dompurify';
-import hljs from 'highlight.js/lib/core';
-import bash from 'highlight.js/lib/languages/bash';
-import css from 'highlight.js/lib/languages/css';
-import java from 'highlight.js/lib/languages/java';
-import javascript from 'highlight.js/lib/languages/javascript';
-import json from 'highlight.js/lib/languages/json';
-import markdown from 'highlight.js/lib/languages/markdown';
-import plaintext from 'highlight.js/lib/languages/plaintext';
-import powershell from 'highlight.js/lib/languages/powershell';
-import python from 'highlight.js/lib/languages/python';
-import r from 'highlight.js/lib/languages/r';
-import ruby from 'highlight.js/lib/languages/ruby';
-import shell from 'highlight.js/lib/languages/shell';
-import sql from 'highlight.js/lib/languages/sql';
-import typescript from 'highlight.js/lib/languages/typescript';
-import xml from 'highlight.js/lib/languages/xml';
-import yaml from 'highlight.js/lib/languages/yaml';
-import { Marked } from 'marked';
-import { markedHighlight } from 'marked-highlight';
+import { highlight, renderMarkdown } from './highlight';
+import { type Context, EXPIRED_NOTICE, type Message, contextLabel, outcomeNote, withoutDisplayNotes } from './history';
+import { type Activity, type Figures, StatusLine } from './status';
 
 interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
@@ -27,38 +11,14 @@ declare function acquireVsCodeApi(): VsCodeApi;
 type Chunk = { turnId?: string; role?: string; type?: string; format?: string; content?: string; start?: boolean; end?: boolean };
 type Risk = { level: 'low' | 'medium' | 'high'; reasons: string[] };
 type Proposal = { turnId: string; proposalId: string; language: string; code: string; autoRun?: boolean; risk?: Risk; sandboxBlocked?: string; command?: string };
-type Message = { role: string; type: string; format?: string; content: string; turnId?: string };
 
 const vscode = acquireVsCodeApi();
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 const log = $<HTMLElement>('oi-log');
 const input = $<HTMLTextAreaElement>('oi-input');
 const folderSelect = $<HTMLSelectElement>('oi-folder');
-const statusBox = $<HTMLElement>('oi-status');
-const statusText = $<HTMLElement>('oi-status-text');
-
-// The languages oi-lsp runs (and a few that models write about); others show as plain text.
-for (const [name, lang] of Object.entries({
-    bash, css, java, javascript, json, markdown, plaintext, powershell, python, r, ruby, shell, sql, typescript, xml, yaml,
-})) hljs.registerLanguage(name, lang);
-hljs.registerAliases(['pwsh', 'ps1'], { languageName: 'powershell' });
-hljs.registerAliases(['node'], { languageName: 'javascript' });
-
-/** Highlighted HTML of code (highlight.js escapes the code itself). */
-function highlight(code: string, language: string): string {
-    const known = hljs.getLanguage(language) ? language : 'plaintext';
-    return hljs.highlight(code, { language: known, ignoreIllegals: true }).value;
-}
-
-const markdownParser = new Marked(
-    { gfm: true, breaks: false },
-    markedHighlight({ emptyLangClass: 'hljs', langPrefix: 'hljs language-', highlight }),
-);
-
-/** Markdown to safe HTML: scripts, event handlers and javascript: URLs are removed. */
-export function renderMarkdown(text: string): string {
-    return DOMPurify.sanitize(markdownParser.parse(text, { async: false }));
-}
+const sendButton = $<HTMLButtonElement>('oi-send');
+const status = new StatusLine($('oi-status'), $('oi-status-text'), $('oi-stop'), sendButton, input);
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
     const node = document.createElement(tag);
@@ -100,11 +60,12 @@ function scheduleRender(block: Block): void {
     }, 30);
 }
 
-function codeBlock(language: string, code: string, cls: string): HTMLElement {
+function codeBlock(language: string, code: string, cls: string, turnId?: string): HTMLElement {
     const box = el('div', `oi-code ${cls}`);
     box.dataset.language = language;
+    if (turnId) box.dataset.turnId = turnId;
     const head = el('div', 'oi-code-head');
-    head.append(el('span', 'oi-lang', language));
+    head.append(el('span', 'oi-lang', language), codeTools(box));
     box.append(head);
     const pre = el('pre', 'oi-source');
     pre.append(el('code', `hljs language-${language}`));
@@ -113,6 +74,24 @@ function codeBlock(language: string, code: string, cls: string): HTMLElement {
     log.append(box);
     lastCode = box;
     return box;
+}
+
+/** A code block's own actions: copy, insert at the cursor, open in a new editor. */
+function codeTools(box: HTMLElement): HTMLElement {
+    const tools = el('span', 'oi-tools');
+    const code = (): string => codeOf(box) ?? '';
+    tools.append(
+        tool('oi-copy', 'Copy', 'Copy the code', () => vscode.postMessage({ type: 'copy', text: code() })),
+        tool('oi-insert', 'Insert', 'Insert the code at the cursor of the active editor', () => vscode.postMessage({ type: 'insert', text: code() })),
+        tool('oi-open', 'Open', 'Open the code in a new editor', () => vscode.postMessage({ type: 'openCode', text: code(), language: box.dataset.language ?? 'plaintext' })),
+    );
+    return tools;
+}
+
+function tool(cls: string, label: string, title: string, onClick: () => void): HTMLButtonElement {
+    const b = button(`oi-tool ${cls}`, label, onClick);
+    b.title = title;
+    return b;
 }
 
 function setCode(box: HTMLElement, code: string): void {
@@ -133,12 +112,23 @@ function outputOf(box: HTMLElement | undefined): HTMLPreElement {
     if (!pre) {
         const details = el('details', 'oi-output');
         details.open = true;
-        details.append(el('summary', undefined, 'Output'));
-        pre = el('pre');
-        details.append(pre);
+        const summary = el('summary', undefined, 'Output');
+        const lines = el('span', 'oi-lines');
+        const output = el('pre');
+        summary.append(lines, tool('oi-copy-output', 'Copy', 'Copy the output', () => vscode.postMessage({ type: 'copy', text: output.textContent ?? '' })));
+        details.append(summary, output);
         host.append(details);
+        pre = output;
     }
     return pre;
+}
+
+/** Sets what an output shows, and its line count in the summary. */
+function setOutput(pre: HTMLPreElement, text: string): void {
+    pre.textContent = text;
+    const n = text.replace(/\n$/, '').split('\n').length;
+    const lines = pre.parentElement?.querySelector('.oi-lines');
+    if (lines) lines.textContent = text ? ` · ${n} line${n === 1 ? '' : 's'}` : '';
 }
 
 function imageSrc(format: string | undefined, data: string): string {
@@ -146,17 +136,40 @@ function imageSrc(format: string | undefined, data: string): string {
     return `data:image/${format === 'base64.jpeg' ? 'jpeg' : 'png'};base64,${data.replace(/\s+/g, '')}`;
 }
 
+/** An image a run displayed, with Open (an editor tab) and Save. */
 function addImage(format: string | undefined, data: string): void {
+    const figure = el('figure', 'oi-figure');
     const img = el('img', 'oi-image');
     img.alt = 'image output';
     img.src = imageSrc(format, data);
-    (lastCode ?? log).append(img);
+    img.title = 'Open the image in an editor tab';
+    const open = (): void => vscode.postMessage({ type: 'openImage', data, format: format ?? 'base64.png' });
+    img.addEventListener('click', open);
+    const tools = el('figcaption', 'oi-tools');
+    tools.append(tool('oi-open-image', 'Open', 'Open the image in an editor tab', open),
+        tool('oi-save-image', 'Save…', 'Save the image to a file', () => vscode.postMessage({ type: 'saveImage', data, format: format ?? 'base64.png' })));
+    figure.append(img, tools);
+    (lastCode ?? log).append(figure);
 }
 
 function addHtml(html: string): void {
     const box = el('div', 'oi-html');
     box.innerHTML = DOMPurify.sanitize(html);
     (lastCode ?? log).append(box);
+}
+
+/**
+ * Where a turn's output goes: its code block, or (output of no code, as a % command's answer)
+ * a block of its own, never the output of an earlier turn's code.
+ */
+function ownerOf(turnId: string | undefined): HTMLElement | undefined {
+    if (!turnId || !lastCode || lastCode.dataset.turnId === turnId) return lastCode;
+    const own = log.lastElementChild as HTMLElement | null;
+    if (own?.classList.contains('oi-magic') && own.dataset.turnId === turnId) return own;
+    const box = el('div', 'oi-magic');
+    box.dataset.turnId = turnId;
+    log.append(box);
+    return box;
 }
 
 function openBlock(c: Chunk): Block {
@@ -173,9 +186,13 @@ function openBlock(c: Chunk): Block {
             lastCode = answered;
             return { kind: 'confirmation', node: answered, text: '' };
         }
-        return { kind: 'confirmation', node: codeBlock(c.format ?? 'text', '', 'oi-ran'), text: '' };
+        return { kind: 'confirmation', node: codeBlock(c.format ?? 'text', '', 'oi-ran', c.turnId), text: '' };
     }
-    if (c.type === 'console') return { kind: 'console', node: outputOf(lastCode), text: '' };
+    if (c.type === 'console') {
+        // Output after an image goes on from what the block showed, never replaces it.
+        const pre = outputOf(ownerOf(c.turnId));
+        return { kind: 'console', node: pre, text: pre.textContent ?? '' };
+    }
     return { kind: c.type ?? 'unknown', node: el('div'), text: '' };
 }
 
@@ -194,8 +211,10 @@ function activeLine(line: string | undefined): void {
 function stream(c: Chunk): void {
     if (c.type === 'status') {
         if (c.format === 'idle') log.querySelectorAll('.oi-active-line').forEach((m) => m.remove());
-        return setStatus(c.format ?? 'idle');
+        if (ACTIVITIES.includes(c.format as Activity)) status.set(c.format as Activity);
+        return;
     }
+    if (c.type === 'confirmation' && c.start) status.running(c.format ?? '');
     // Not a block and not output: never joins the open console block.
     if (c.type === 'console' && c.format === 'active_line') return activeLine(c.content);
     const k = key(c);
@@ -213,7 +232,7 @@ function stream(c: Chunk): void {
         block.text += c.content;
         if (block.kind === 'message') scheduleRender(block);
         else if (block.kind === 'console') {
-            block.node.textContent = block.text;
+            setOutput(block.node as HTMLPreElement, block.text);
             scrollDown();
         } else if (block.kind === 'confirmation') setCode(block.node, block.text);
     }
@@ -235,6 +254,27 @@ function button(cls: string, label: string, onClick: () => void): HTMLButtonElem
     return b;
 }
 
+/** The server's risk check: its level, always; high risk with a warning sign. */
+function showRisk(box: HTMLElement, risk: Risk | undefined): void {
+    if (!risk) return;
+    const reasons = risk.reasons.length ? ` (${risk.reasons.join('; ')})` : '';
+    const badge = el('div', `oi-risk oi-risk-${risk.level}`, `${risk.level === 'high' ? '⚠ ' : ''}Risk: ${risk.level}${reasons}`);
+    badge.title = risk.level === 'high' ? 'This code can do lasting damage: read it before you run it.' : `The server's risk check rates this code ${risk.level}.`;
+    box.append(badge);
+}
+
+/** The second question before high-risk code runs. */
+function confirmRisky(actions: HTMLElement, risk: Risk, run: () => void): void {
+    const previous = [...actions.children];
+    const sure = el('span', 'oi-risk-confirm', `Really run it? ${risk.reasons.join('; ') || 'It is rated high risk'}.`);
+    actions.replaceChildren(
+        sure,
+        button('oi-run-anyway', 'Run anyway', run),
+        button('oi-cancel', 'Cancel', () => actions.replaceChildren(...previous)),
+    );
+    scrollDown();
+}
+
 function answered(box: HTMLElement, note: string): void {
     box.querySelector('.oi-actions')?.remove();
     box.classList.add('oi-answered');
@@ -246,13 +286,9 @@ function proposal(p: Proposal): void {
     // A view reloaded while the proposal waits: oi/history already showed its code as proposed.
     const past = log.lastElementChild as HTMLElement | null;
     if (past?.classList.contains('oi-past') && codeOf(past) === p.code) past.remove();
-    const box = codeBlock(p.language, p.code, 'oi-proposal');
+    const box = codeBlock(p.language, p.code, 'oi-proposal', p.turnId);
     box.dataset.proposalId = p.proposalId;
-    box.dataset.turnId = p.turnId;
-    if (p.risk && p.risk.level !== 'low') { // the server's risk check: always shown
-        box.append(el('div', `oi-risk oi-risk-${p.risk.level}`,
-            `Risk: ${p.risk.level} (${p.risk.reasons.join('; ')})`));
-    }
+    showRisk(box, p.risk);
     if (p.autoRun) {
         answered(box, 'auto-run');
         awaitingRun.set(p.turnId, box);
@@ -263,40 +299,20 @@ function proposal(p: Proposal): void {
     // "Always for this command": the server saves an allow rule for its first word (else for
     // this exact code) in the folder's .oi/profile.yaml, and runs it.
     const always = p.command ? `Always \`${p.command}\`` : 'Always this code';
-    const decide = (decision: 'run' | 'skip' | 'edit' | 'outside', code?: string, remember?: 'command'): void => {
-        vscode.postMessage({ type: 'approve', proposalId: p.proposalId, decision, code, ...(remember ? { always: remember } : {}) });
-        if (decision === 'skip') {
-            box.classList.add('oi-skipped');
-            answered(box, 'skipped');
-        } else {
-            if (code !== undefined) {
-                box.querySelector('.oi-edit-area')?.remove();
-                setCode(box, code);
-                box.querySelector<HTMLElement>('.oi-source')!.hidden = false;
-            }
-            answered(box, decision === 'edit' ? 'edited, running'
-                : decision === 'outside' ? 'running outside the sandbox' : 'running');
-            if (remember) {
-                box.append(el('div', 'oi-always-note', p.command
-                    ? `From now on \`${p.command}\` commands run here without asking.`
-                    : 'From now on this exact code runs here without asking.'));
-            }
-            awaitingRun.set(p.turnId, box);
-        }
+    const decide = (decision: 'run' | 'skip' | 'outside', remember?: 'command'): void => {
+        vscode.postMessage({ type: 'approve', proposalId: p.proposalId, decision, ...(remember ? { always: remember } : {}) });
+        applyDecision(box, decision, undefined, remember ? p.command ?? '' : undefined);
     };
+    // Edit in a real editor tab; "Run edited" is in its title bar, and here.
     const edit = (): void => {
-        const area = el('textarea', 'oi-edit-area');
-        area.value = p.code;
-        area.rows = Math.min(20, p.code.split('\n').length + 1);
-        area.spellcheck = false;
-        const pre = box.querySelector<HTMLElement>('.oi-source')!;
-        pre.hidden = true;
-        pre.after(area);
+        vscode.postMessage({ type: 'editInEditor', proposalId: p.proposalId, language: p.language, code: p.code });
+        box.querySelector('.oi-edit-hint')?.remove();
+        actions.before(el('div', 'oi-edit-hint', 'Editing in an editor tab: run it with ▶ Run edited in the tab\'s title bar, or here.'));
         actions.replaceChildren(
-            button('oi-run-edited', 'Run edited', () => decide('edit', area.value)),
+            button('oi-run-edited', 'Run edited', () => vscode.postMessage({ type: 'runEdited', proposalId: p.proposalId })),
+            button('oi-edit', 'Show the editor', edit),
             button('oi-skip', 'Skip', () => decide('skip')),
         );
-        area.focus();
     };
     if (p.sandboxBlocked) { // it just ran, confined, and was blocked: only the user lets it out
         box.classList.add('oi-blocked');
@@ -308,13 +324,17 @@ function proposal(p: Proposal): void {
         scrollDown();
         return;
     }
+    const high = p.risk?.level === 'high';
+    // High risk: Run is not the primary button, and it asks a second time.
+    const run = high ? button('oi-run oi-run-risky', '⚠ Run…', () => confirmRisky(actions, p.risk!, () => decide('run')))
+        : button('oi-run', 'Run', () => decide('run'));
     actions.append(
-        button('oi-run', 'Run', () => decide('run')),
+        run,
         button('oi-skip', 'Skip', () => decide('skip')),
         button('oi-edit', 'Edit', edit),
     );
-    if (trustedFolder) {
-        const b = button('oi-always', always, () => decide('run', undefined, 'command'));
+    if (trustedFolder && !high) { // high-risk code always asks: no rule would spare the question
+        const b = button('oi-always', always, () => decide('run', 'command'));
         b.title = p.command
             ? `Run it, and from now on run \`${p.command} ...\` commands in this folder without asking (a rule in .oi/profile.yaml)`
             : 'Run it, and from now on run this exact code in this folder without asking (a rule in .oi/profile.yaml)';
@@ -324,6 +344,30 @@ function proposal(p: Proposal): void {
     scrollDown();
 }
 
+/** What the view shows once a proposal is answered (here, or "Run edited" in an editor tab). */
+function applyDecision(box: HTMLElement, decision: 'run' | 'skip' | 'edit' | 'outside', code?: string, command?: string): void {
+    box.querySelector('.oi-edit-hint')?.remove();
+    if (decision === 'skip') {
+        box.classList.add('oi-skipped');
+        answered(box, 'skipped');
+        return;
+    }
+    if (code !== undefined) setCode(box, code);
+    answered(box, decision === 'edit' ? 'edited, running' : decision === 'outside' ? 'running outside the sandbox' : 'running');
+    if (command !== undefined) {
+        box.append(el('div', 'oi-always-note', command
+            ? `From now on \`${command}\` commands run here without asking.`
+            : 'From now on this exact code runs here without asking.'));
+    }
+    awaitingRun.set(box.dataset.turnId ?? '', box);
+}
+
+/** A proposal answered by "Run edited" in its editor tab. */
+function approvedElsewhere(proposalId: string, code: string): void {
+    const box = log.querySelector<HTMLElement>(`[data-proposal-id="${CSS.escape(proposalId)}"]`);
+    if (box?.querySelector('.oi-actions')) applyDecision(box, 'edit', code);
+}
+
 /** A turn ended: its unanswered proposals can no longer be answered; what ran says so. */
 function expire(turnId: string, status: string): void {
     const ended: Record<string, string> = status === 'stopped'
@@ -331,7 +375,7 @@ function expire(turnId: string, status: string): void {
         : { 'running': 'ran', 'edited, running': 'ran, edited' };
     for (const box of log.querySelectorAll<HTMLElement>('.oi-proposal')) {
         if (box.dataset.turnId !== turnId) continue;
-        if (box.querySelector('.oi-actions')) answered(box, 'expired');
+        if (box.querySelector('.oi-actions')) answered(box, status === 'stopped' ? 'stopped' : 'ended');
         const note = box.querySelector('.oi-note');
         if (note?.textContent && ended[note.textContent]) note.textContent = ended[note.textContent];
     }
@@ -340,15 +384,21 @@ function expire(turnId: string, status: string): void {
 
 // Status, turns, errors -----------------------------------------------------------------------
 
-function setStatus(status: string): void {
-    statusBox.hidden = status === 'idle';
-    statusText.textContent = status === 'thinking' ? 'Model thinking…' : status === 'running' ? 'Running…'
-        : status === 'waiting' ? 'Waiting for your answer…' : '';
-}
+const ACTIVITIES: Activity[] = ['idle', 'thinking', 'waiting', 'running'];
 
 function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
-    if (t.status === 'running') return setStatus(t.kind === 'execute' ? 'running' : 'thinking');
-    setStatus('idle');
+    if (t.status === 'running') {
+        if (t.kind === 'execute') {
+            // The user's own run was drawn before its turn had an id: its output goes under it.
+            const mine = [...log.querySelectorAll<HTMLElement>('.oi-user-run:not([data-turn-id])')].pop();
+            if (mine) {
+                mine.dataset.turnId = t.turnId;
+                status.running(mine.dataset.language ?? '');
+            }
+        }
+        return status.set(t.kind === 'execute' ? 'running' : 'thinking');
+    }
+    status.set('idle');
     expire(t.turnId, t.status);
     if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
     if (t.status === 'error') showError(t.error ?? 'the turn failed');
@@ -360,14 +410,23 @@ function showError(message: string): void {
     scrollDown();
 }
 
-function addUser(text: string): void {
-    log.append(el('div', 'oi-user', text));
+/** The user's message, with a chip naming the file and lines a selection came from. */
+function addUser(text: string, context?: Context): void {
+    const box = el('div', 'oi-user');
+    box.append(el('span', 'oi-user-text', text));
+    const label = contextLabel(context);
+    if (label) {
+        const chip = el('span', 'oi-context', label);
+        chip.title = context?.uri ? decodeURIComponent(context.uri.replace(/^file:\/\//, '')) : label;
+        box.append(chip);
+    }
+    log.append(box);
     scrollDown();
 }
 
 /** Code the user ran directly (Run Selection in Session): its output streams under it. */
-function userRun(language: string, code: string): void {
-    answered(codeBlock(language, code, 'oi-ran oi-user-run'), 'your run');
+function userRun(language: string, code: string, turnId?: string): void {
+    answered(codeBlock(language, code, 'oi-ran oi-user-run', turnId), 'your run');
     scrollDown();
 }
 
@@ -378,33 +437,66 @@ function clear(): void {
     lastCode = undefined;
 }
 
-/** The saved conversation (oi/history), rendered as the stream would have. */
+/** The saved conversation (oi/history), drawn as the live view showed it. */
 function history(messages: Message[]): void {
     clear();
-    for (const m of messages) {
-        if (m.role === 'user' && m.type === 'message') addUser(m.content);
-        else if (m.role === 'assistant' && m.type === 'message') {
-            const node = el('div', 'oi-assistant oi-md');
-            node.innerHTML = renderMarkdown(m.content);
-            log.append(node);
-        } else if (m.role === 'assistant' && m.type === 'code') {
-            answered(codeBlock(m.format ?? 'text', m.content, 'oi-proposal oi-past'), 'proposed');
-        } else if (m.role === 'computer' && m.type === 'confirmation') {
-            // It belongs to the proposal just before it, if that one is not matched yet.
-            const note = lastCode?.querySelector('.oi-note');
-            const code = note?.textContent === 'proposed' ? codeOf(lastCode) : undefined;
-            if (lastCode && code === m.content) lastCode.querySelector('.oi-note')!.textContent = 'ran';
-            else if (lastCode && code !== undefined) {
-                setCode(lastCode, m.content);
-                lastCode.querySelector('.oi-note')!.textContent = 'ran, edited';
-            } else answered(codeBlock(m.format ?? 'text', m.content, 'oi-ran'), 'ran');
-        } else if (m.role === 'computer' && m.type === 'console') {
-            const pre = outputOf(lastCode);
-            pre.textContent = (pre.textContent ?? '') + m.content;
-        } else if (m.role === 'computer' && m.type === 'image') addImage(m.format, m.content);
-        else if (m.role === 'computer' && m.type === 'code' && m.format === 'html') addHtml(m.content);
-    }
+    for (const m of messages) redraw(m);
     scrollDown();
+}
+
+/** A model's proposal with its fate: the note, the risk, the edited code, what ended it. */
+function pastCode(m: Message): void {
+    const box = codeBlock(m.format ?? 'text', m.outcome === 'edited' && m.editedCode !== undefined ? m.editedCode : m.content,
+        'oi-proposal oi-past', m.turnId);
+    showRisk(box, m.risk);
+    if (m.outcome) box.dataset.outcome = m.outcome;
+    if (m.outcome === 'skipped') box.classList.add('oi-skipped');
+    answered(box, outcomeNote(m.outcome));
+    if (m.outcome === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
+    if (m.outcome === 'expired') log.append(el('div', 'oi-notice oi-expired', EXPIRED_NOTICE));
+}
+
+/** The code that ran: the proposal just before it when that one ran (or, in conversations
+ * saved before outcomes were kept, when it is not matched yet), else a block of its own. */
+function pastConfirmation(m: Message): void {
+    const box = lastCode?.classList.contains('oi-past') || lastCode?.dataset.outcome ? lastCode : undefined;
+    if (box?.dataset.outcome) {
+        if (!box.dataset.confirmed && !['skipped', 'expired'].includes(box.dataset.outcome)) {
+            box.dataset.confirmed = 'yes';
+            return;
+        }
+    } else if (box && box.querySelector('.oi-note')?.textContent === 'proposed') {
+        const edited = codeOf(box) !== m.content;
+        if (edited) setCode(box, m.content);
+        box.querySelector('.oi-note')!.textContent = edited ? 'ran, edited' : 'ran';
+        return;
+    }
+    answered(codeBlock(m.format ?? 'text', m.content, 'oi-ran', m.turnId), 'ran');
+}
+
+function redraw(m: Message): void {
+    const what = `${m.role}/${m.type}`;
+    if (what === 'user/message') addUser(m.content, m.context);
+    else if (what === 'user/code') {
+        userRun(m.format ?? 'text', m.content, m.turnId);
+        lastCode!.dataset.outcome = m.outcome ?? 'ran';
+    }
+    else if (what === 'assistant/message') {
+        const node = el('div', 'oi-assistant oi-md');
+        node.innerHTML = renderMarkdown(m.content);
+        log.append(node);
+    } else if (what === 'assistant/code') pastCode(m);
+    else if (what === 'computer/confirmation') pastConfirmation(m);
+    else if (what === 'computer/console') {
+        const pre = outputOf(lastCode);
+        // Saved as the model saw it: stripped at the end, where the live output had its newline.
+        const saved = withoutDisplayNotes(m.content);
+        const text = (pre.textContent ?? '') + (saved && !saved.endsWith('\n') ? `${saved}\n` : saved);
+        if (text) setOutput(pre, text);
+        else pre.closest('details')?.remove(); // only displays: no empty Output
+    } else if (what === 'computer/image') addImage(m.format, m.content);
+    else if (what === 'computer/code' && m.format === 'html') addHtml(m.content);
+    else if (what === 'computer/error') showError(m.content);
 }
 
 function folders(m: { folders: { uri: string; name: string }[]; current?: string; trusted: boolean; autoRun: boolean }): void {
@@ -430,7 +522,9 @@ window.addEventListener('message', (event: MessageEvent) => {
         case 'run': return userRun(String(m.language), String(m.code));
         case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
         case 'history': return history(m.messages as Message[]);
-        case 'user': return addUser(String(m.text));
+        case 'approved': return approvedElsewhere(String(m.proposalId), String(m.code));
+        case 'user': return addUser(String(m.text), m.context as Context | undefined);
+        case 'resources': return status.resources((m.repl ?? {}) as Figures, m.elapsed as number | undefined);
         case 'error': return showError(String(m.message));
         case 'cleared': return clear();
         case 'folders': return folders(m as unknown as Parameters<typeof folders>[0]);
@@ -490,18 +584,32 @@ input.addEventListener('drop', (e: DragEvent) => {
 
 const sent: string[] = [];
 let cursor = 0;
+
+/** Send the message; a proposal that waits is skipped with it as feedback (the server does so). */
+function send(): void {
+    const text = input.value;
+    if (!text.trim() || status.activity === 'thinking' || status.activity === 'running') return;
+    const waiting = [...log.querySelectorAll<HTMLElement>('.oi-proposal')].filter((b) => b.querySelector('.oi-actions'));
+    for (const box of waiting) {
+        box.classList.add('oi-skipped');
+        answered(box, 'skipped');
+    }
+    if (waiting.length) {
+        log.append(el('div', 'oi-notice', 'Skipped the proposal above: your message goes to the model as feedback instead.'));
+    }
+    const attachments = attached.map(({ data, mimeType }) => ({ data, mimeType }));
+    attached = [];
+    showAttached();
+    vscode.postMessage(attachments.length ? { type: 'send', text, attachments } : { type: 'send', text });
+    sent.push(text);
+    cursor = sent.length;
+    input.value = '';
+}
+
 input.addEventListener('keydown', (e: KeyboardEvent) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
         e.preventDefault();
-        const text = input.value;
-        if (!text.trim()) return;
-        const attachments = attached.map(({ data, mimeType }) => ({ data, mimeType }));
-        attached = [];
-        showAttached();
-        vscode.postMessage(attachments.length ? { type: 'send', text, attachments } : { type: 'send', text });
-        sent.push(text);
-        cursor = sent.length;
-        input.value = '';
+        send();
     } else if (e.key === 'ArrowUp' && input.selectionStart === 0 && input.selectionEnd === 0 && cursor > 0) {
         e.preventDefault();
         input.value = sent[--cursor];
@@ -512,5 +620,10 @@ input.addEventListener('keydown', (e: KeyboardEvent) => {
     }
 });
 $('oi-stop').addEventListener('click', () => vscode.postMessage({ type: 'stop' }));
+// While the model answers or code runs, Send is Stop.
+sendButton.addEventListener('click', () => {
+    if (status.activity === 'thinking' || status.activity === 'running') vscode.postMessage({ type: 'stop' });
+    else send();
+});
 folderSelect.addEventListener('change', () => vscode.postMessage({ type: 'switchFolder', uri: folderSelect.value }));
 vscode.postMessage({ type: 'ready' });

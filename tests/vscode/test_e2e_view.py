@@ -1,0 +1,460 @@
+"""The chat view end to end in code-server (issue 18, the view's half): what it redraws from
+oi/history after hide/show and Developer: Reload Window, a proposal a reload ended, the status
+line, Send/Stop, magic output as its own block and the title-bar Stop. Each scenario saves
+screenshots in the light and dark themes to test-artifacts/vsc-view/."""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import modelserver as ms
+from tests.modelserver import ModelServer
+from tests.vscode.test_webview import png
+from tests.vscode.workbench import ARTIFACTS, Workbench
+
+pytestmark = pytest.mark.timeout(1800)  # the first scenario starts the stack
+
+SHOTS = ARTIFACTS / "vsc-view"
+IMAGE_CODE = ("import base64\nfrom IPython.display import Image, display\n"
+              "print('drawing')\n"
+              f"display(Image(data=base64.b64decode({base64.b64encode(png(48, 24)).decode()!r})))")
+# workbench.colorTheme "Default Light Modern" / "Default Dark Modern", as the picker names them
+THEMES = {"light": ("Light Modern", ".monaco-workbench.vs:not(.vs-dark)"),
+          "dark": ("Dark Modern", ".monaco-workbench.vs-dark")}
+
+# What the view shows, block by block, in a form two renderings can be compared in.
+DESCRIBE = """(() => [...document.getElementById('oi-log').children].map((e) => {
+    const kind = ['oi-user', 'oi-assistant', 'oi-code', 'oi-error', 'oi-notice', 'oi-magic']
+        .find((c) => e.classList.contains(c)) ?? e.className;
+    const source = e.querySelector('.oi-source');
+    return {
+        kind,
+        text: kind === 'oi-code' ? (e.querySelector('.oi-source code')?.dataset.code ?? '')
+            : (e.querySelector('.oi-user-text')?.textContent ?? e.textContent).trim(),
+        note: e.querySelector('.oi-note')?.textContent ?? null,
+        risk: e.querySelector('.oi-risk')?.textContent ?? null,
+        struck: source
+            ? getComputedStyle(source).textDecorationLine.includes('line-through') : false,
+        output: e.querySelector('.oi-output pre')?.textContent ?? null,
+        images: e.querySelectorAll('img').length,
+        chip: e.querySelector('.oi-context')?.textContent ?? null,
+        buttons: e.querySelectorAll('.oi-actions button').length,
+    };
+}))()"""
+
+
+def describe(wb: Workbench) -> list[dict[str, Any]]:
+    return list(wb("chatEval", expression=DESCRIBE))
+
+
+def same_view(wb: Workbench, shown: list[dict[str, Any]]) -> None:
+    """The view shows the blocks it showed before, one by one."""
+    now = describe(wb)
+    for before, after in zip(shown, now, strict=False):
+        assert after == before
+    assert len(now) == len(shown)
+
+
+def set_theme(wb: Workbench, label: str) -> None:
+    """Preferences: Color Theme, as a user picks it."""
+    theme, selector = THEMES[label]
+    wb("keys", keys=["Escape", "Control+k", "Control+t"])  # Preferences: Color Theme
+    wb("wait", selector=".quick-input-widget .monaco-list-row", hasText=theme)
+    wb("quickInput", text=theme)
+    wb("wait", selector=selector, timeout=30000)
+    time.sleep(1.0)  # the webview takes the theme's variables a moment later
+
+
+def themed_shots(wb: Workbench, name: str) -> None:
+    """Screenshots of the window in Default Light Modern and Default Dark Modern."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for label in THEMES:
+        set_theme(wb, label)
+        wb("screenshot", path=str(SHOTS / f"{name}-{label}.png"))
+
+
+def open_chat(wb: Workbench) -> None:
+    wb("command", title="Open Interpreter: Open Chat")
+    wb("chatWait", selector="#oi-header:not([hidden])")
+
+
+def settle(wb: Workbench) -> None:
+    wb.wait_idle()
+    time.sleep(0.5)
+
+
+def test_history_redraws_what_the_view_showed(vscode: tuple[Workbench, Path],
+                                              model: ModelServer) -> None:
+    wb, workspace = vscode
+    # An image, a skipped high-risk command, an edit, a stop while waiting, an error.
+    model.script(ms.tool("python", IMAGE_CODE), ms.text("Drew it."))
+    wb("chatSend", text="draw something")
+    wb.answer("run")
+    wb("chatWait", selector=".oi-code img")
+    wb("chatWait", selector=".oi-assistant", hasText="Drew it.")
+    settle(wb)
+    model.script(ms.tool("shell", "sudo shutdown -h now"), ms.text("Not then."))
+    wb("chatSend", text="shut the machine down")
+    wb.answer("skip")
+    wb("chatWait", selector=".oi-assistant", hasText="Not then.")
+    settle(wb)
+    model.script(ms.tool("python", "print('as proposed')"), ms.text("Saw the edit."))
+    wb("chatSend", text="print something")
+    wb.edit_proposal("print('edited', 3 * 3)")
+    wb("chatWait", selector=".oi-assistant", hasText="Saw the edit.")
+    settle(wb)
+    model.script(ms.tool("python", "print('never runs')"))
+    wb("chatSend", text="propose and wait")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    wb("command", title="Open Interpreter: Stop")
+    wb("chatWait", selector=".oi-notice", hasText="Stopped.")
+    settle(wb)
+    model.script(ms.error(400, "scripted refusal"))
+    wb("chatSend", text="fail please")
+    wb("chatWait", selector=".oi-error", hasText="scripted refusal")
+    settle(wb)
+    # Run Selection as Instruction, then Run Selection in Session.
+    model.script(ms.text("That sums the numbers."))
+    wb("openFile", name="numbers.py")
+    wb("keys", keys=["Control+Home", "Shift+ArrowDown", "Shift+End"])  # lines 1-2
+    wb("command", title="Open Interpreter: Run Selection as Instruction", escape=False)
+    wb("chatWait", selector=".oi-assistant", hasText="That sums the numbers.")
+    settle(wb)
+    wb("openFile", name="numbers.py")
+    wb("keys", keys=["Control+Home", "Shift+ArrowDown", "Shift+End"])  # lines 1-2
+    wb("command", title="Open Interpreter: Run Selection in Session", escape=False)
+    wb.wait_output("12000")
+    settle(wb)
+
+    shown = describe(wb)
+    codes = [b for b in shown if b["kind"] == "oi-code"]
+    drawn = next(b for b in codes if "display(Image" in b["text"])
+    assert drawn["images"] == 1 and "drawing" in drawn["output"]
+    skipped = next(b for b in codes if "shutdown" in b["text"])
+    assert skipped["note"] == "skipped" and skipped["struck"] and "high" in skipped["risk"]
+    edited = next(b for b in codes if "3 * 3" in b["text"])
+    assert edited["text"] == "print('edited', 3 * 3)" and "edited" in edited["note"]
+    stopped = next(b for b in codes if "never runs" in b["text"])
+    assert stopped["note"] == "stopped" and stopped["buttons"] == 0
+    assert any(b["kind"] == "oi-error" and "scripted refusal" in b["text"] for b in shown)
+    selection = (workspace / "numbers.py").read_text().rstrip("\n")
+    asked = next(b for b in shown if b["kind"] == "oi-user" and b["chip"])
+    assert asked["text"] == selection and asked["chip"] == "numbers.py:1-2"
+    assert not any("Context from the editor" in b["text"] for b in shown)
+    mine = codes[-1]
+    assert mine["note"] == "your run" and mine["output"].strip() == "12000"
+
+    wb("command", title="View: Show Explorer")  # hide the chat, then show it again
+    wb("wait", selector=".explorer-folders-view, .explorer-viewlet")
+    open_chat(wb)
+    wb("chatWait", selector=".oi-code img")
+    same_view(wb, shown)
+
+    wb("reload")  # Developer: Reload Window: a new extension host and a new oi-lsp
+    open_chat(wb)
+    wb("chatWait", selector=".oi-code img")
+    wb("chatWait", selector=".oi-user .oi-context")
+    same_view(wb, shown)
+    themed_shots(wb, "history-redrawn")
+
+
+def test_reload_while_a_proposal_waits_ends_it_and_says_so(vscode: tuple[Workbench, Path],
+                                                           model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "waited = 'for you'"))
+    wb("chatSend", text="set a variable, later")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    wb("reload")
+    open_chat(wb)
+    wb("chatWait", selector=".oi-notice", hasText="Python")
+    last = [b for b in describe(wb) if b["kind"] == "oi-code"][-1]
+    assert last["text"] == "waited = 'for you'" and last["buttons"] == 0
+    assert last["note"] == "ended"
+    notice = [b for b in describe(wb) if b["kind"] == "oi-notice"][-1]["text"]
+    assert "turn ended" in notice and "Python state was reset" in notice
+    themed_shots(wb, "proposal-ended-by-reload")
+
+
+def status(wb: Workbench) -> dict[str, Any]:
+    return dict(wb("chatEval", expression="""(() => ({
+        hidden: document.getElementById('oi-status').hidden,
+        text: document.getElementById('oi-status-text').textContent,
+        stop: !document.getElementById('oi-stop').hidden,
+    }))()"""))
+
+
+def test_status_line_while_waiting_and_running(vscode: tuple[Workbench, Path],
+                                               model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "import time\nstart = time.time()\n"
+                                   "while time.time() - start < 10:\n    pass\nprint('busy done')"),
+                 ms.text("Busy."))
+    wb("chatSend", text="keep the CPU busy")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    time.sleep(0.5)
+    waiting = status(wb)
+    assert not waiting["hidden"] and "waits for you" in waiting["text"]
+    assert "thinking" not in waiting["text"] and not waiting["stop"]
+    themed_shots(wb, "status-waiting")
+    wb.answer("run")
+    seen: list[str] = []
+    figures = re.compile(r"^python · \d+ s · \d+% CPU · \d+ MB$")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = status(wb)
+        if now["hidden"]:
+            break
+        seen.append(now["text"])
+        assert now["text"].strip(), f"the status went blank after {seen}"
+        if figures.match(now["text"]) and not any(figures.match(s) for s in seen[:-1]):
+            themed_shots(wb, "status-running")
+        time.sleep(0.4)
+    assert any(figures.match(s) for s in seen), seen
+    wb("chatWait", selector=".oi-assistant", hasText="Busy.")
+    settle(wb)
+
+
+def send_state(wb: Workbench) -> dict[str, Any]:
+    return dict(wb("chatEval", expression="""(() => ({
+        send: document.getElementById('oi-send').textContent,
+        disabled: document.getElementById('oi-input').disabled,
+    }))()"""))
+
+
+def test_send_is_stop_while_streaming_and_feedback_skips(vscode: tuple[Workbench, Path],
+                                                         model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.text("word " * 60, pieces=30, delay=0.3))
+    wb("chatSend", text="talk slowly")
+    wb("chatWait", selector="#oi-send", hasText="Stop")
+    assert send_state(wb) == {"send": "Stop", "disabled": False}
+    themed_shots(wb, "send-is-stop")
+    wb("chatClick", selector="#oi-send")
+    wb("chatWait", selector=".oi-notice", hasText="Stopped.")
+    settle(wb)
+    assert send_state(wb)["send"] == "Send"
+    # While code runs the input is disabled.
+    model.script(ms.tool("python", "import time\ntime.sleep(6)\nprint('slept')"), ms.text("Slept."))
+    wb("chatSend", text="sleep a little")
+    wb.answer("run")
+    wb("chatWait", selector="#oi-input[disabled]", state="attached")
+    wb.wait_output("slept")
+    wb("chatWait", selector=".oi-assistant", hasText="Slept.")
+    settle(wb)
+    assert send_state(wb) == {"send": "Send", "disabled": False}
+    # Sending while a proposal waits skips it with the message as feedback, in plain words.
+    model.script(ms.tool("python", "print('not this')"), ms.text("Understood, another way."))
+    wb("chatSend", text="propose something")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    wb("chatSend", text="no, do it another way")
+    wb("chatWait", selector=".oi-notice", hasText="feedback")
+    wb("chatWait", selector=".oi-assistant", hasText="Understood, another way.")
+    settle(wb)
+    shown = describe(wb)
+    notice = [b for b in shown if b["kind"] == "oi-notice"][-1]["text"]
+    assert "Skipped the proposal" in notice and "oi/" not in notice
+    assert next(b for b in shown if b["text"] == "print('not this')")["note"] == "skipped"
+    assert not any("oi/" in b["text"] for b in shown if b["kind"] in ("oi-error", "oi-notice"))
+    themed_shots(wb, "feedback-skips")
+
+
+def test_magic_after_a_run_is_its_own_block(vscode: tuple[Workbench, Path],
+                                            model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "print('before the magic')"), ms.text("Printed."))
+    wb("chatSend", text="print before")
+    wb.answer("run")
+    wb.wait_output("before the magic")
+    wb("chatWait", selector=".oi-assistant", hasText="Printed.")
+    settle(wb)
+    wb("chatSend", text="%help")
+    wb("chatWait", selector=".oi-magic pre", hasText="Magic commands")
+    settle(wb)
+    shown = describe(wb)
+    ran = [b for b in shown if b["kind"] == "oi-code"][-1]
+    assert ran["output"] == "before the magic\n"
+    assert shown[-1]["kind"] == "oi-magic" and "%reset" in shown[-1]["output"]
+    wrap = wb("chatEval", expression="""(() => {
+        const pre = [...document.querySelectorAll('.oi-magic pre')].pop();
+        return getComputedStyle(pre).whiteSpace;
+    })()""")
+    assert wrap == "pre"
+    themed_shots(wb, "magic-help")
+
+
+def title_stop(wb: Workbench) -> int:
+    return int(wb("evaluate", expression="""document.querySelectorAll(
+        '.part.sidebar .title-actions .action-label[aria-label^="Stop"]').length"""))
+
+
+def test_title_bar_stop_only_while_busy(vscode: tuple[Workbench, Path],
+                                        model: ModelServer) -> None:
+    wb, _ = vscode
+    open_chat(wb)
+    settle(wb)
+    wb("wait", selector=".part.sidebar .title-actions .action-label")  # Reset is there
+    assert title_stop(wb) == 0
+    model.script(ms.tool("python", "import time\ntime.sleep(5)\nprint('woke')"), ms.text("Woke."))
+    wb("chatSend", text="nap")
+    wb.answer("run")
+    wb("wait", selector='.part.sidebar .title-actions .action-label[aria-label^="Stop"]')
+    themed_shots(wb, "title-stop-running")
+    wb.wait_output("woke")
+    wb("chatWait", selector=".oi-assistant", hasText="Woke.")
+    settle(wb)
+    deadline = time.monotonic() + 10
+    while title_stop(wb) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert title_stop(wb) == 0
+
+
+LOOKS = """(() => {
+    const last = (sel) => [...document.querySelectorAll(sel)].pop();
+    const style = (e) => getComputedStyle(e);
+    const keyword = last('.oi-assistant pre code .hljs-keyword');
+    const code = last('.oi-assistant pre code');
+    return {
+        keyword: keyword ? style(keyword).color : null,
+        text: style(code).color,
+        cell: style(last('.oi-assistant td')).borderTopWidth,
+        quote: style(last('.oi-assistant blockquote')).borderLeftWidth,
+        skip: style(last('.oi-actions .oi-skip')).backgroundColor,
+        skipBorder: style(last('.oi-actions .oi-skip')).borderTopStyle,
+        page: style(document.body).backgroundColor,
+    };
+})()"""
+
+
+def test_code_markdown_and_buttons_in_both_themes(vscode: tuple[Workbench, Path],
+                                                  model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "print('styled')", say=(
+        "Here:\n\n```python\ndef total(xs):\n"
+        "    return sum(x for x in xs if x is not None)\n```\n\n"
+        "| name | value |\n|---|---|\n| a | 1 |\n| b | 2 |\n\n> a quoted line\n\n")),
+        ms.text("Done."))
+    wb("chatSend", text="show me styles")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    for label in THEMES:
+        set_theme(wb, label)
+        looks = wb("chatEval", expression=LOOKS)
+        # A colour, not the text's grey: keywords stand out as they do in the editor.
+        red, green, blue = (int(v) for v in re.findall(r"\d+", looks["keyword"])[:3])
+        assert looks["keyword"] != looks["text"] and not red == green == blue, (label, looks)
+        assert looks["cell"] != "0px" and looks["quote"] != "0px", (label, looks)
+        assert looks["skip"] not in ("rgba(0, 0, 0, 0)", looks["page"]), (label, looks)
+        assert looks["skipBorder"] == "solid", (label, looks)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        wb("screenshot", path=str(SHOTS / f"styles-{label}.png"))
+    wb.answer("skip")
+    wb("chatWait", selector=".oi-assistant", hasText="Done.")
+    settle(wb)
+
+
+RISK = """(() => {
+    const box = [...document.querySelectorAll('.oi-proposal')].pop();
+    const run = box.querySelector('.oi-actions .oi-run');
+    const primary = document.createElement('button');
+    document.body.append(primary);
+    const looks = {
+        risk: box.querySelector('.oi-risk')?.textContent ?? null,
+        riskColor: box.querySelector('.oi-risk')
+            ? getComputedStyle(box.querySelector('.oi-risk')).color : null,
+        text: getComputedStyle(document.body).color,
+        run: run?.textContent ?? null,
+        runPrimary: run ? getComputedStyle(run).backgroundColor
+            === getComputedStyle(primary).backgroundColor : null,
+        buttons: [...box.querySelectorAll('.oi-actions button')].map((b) => b.textContent),
+    };
+    primary.remove();
+    return looks;
+})()"""
+
+
+def test_risk_levels_and_a_second_question_for_high(vscode: tuple[Workbench, Path],
+                                                    model: ModelServer) -> None:
+    wb, workspace = vscode
+    marker = workspace / "risky-ran.txt"
+    model.script(ms.tool("python", "print('harmless')"), ms.text("Low done."))
+    wb("chatSend", text="something harmless")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    low = wb("chatEval", expression=RISK)
+    assert low["risk"] == "Risk: low" and low["runPrimary"] and low["run"] == "Run"
+    wb.answer("run")
+    wb("chatWait", selector=".oi-assistant", hasText="Low done.")
+    settle(wb)
+    model.script(ms.tool("shell", f"sudo -n true; echo ran > {marker}"), ms.text("High done."))
+    wb("chatSend", text="something risky")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    high = wb("chatEval", expression=RISK)
+    assert high["risk"].startswith("⚠ Risk: high") and "sudo" in high["risk"]
+    assert high["riskColor"] != high["text"] and not high["runPrimary"]
+    assert "Always" not in " ".join(high["buttons"])
+    themed_shots(wb, "risk-high")
+    wb("chatClick", selector=".oi-actions .oi-run")
+    wb("chatWait", selector=".oi-risk-confirm", hasText="Really run it?")
+    assert not marker.exists()
+    themed_shots(wb, "risk-high-confirm")
+    wb("chatClick", selector=".oi-actions .oi-cancel")
+    wb("chatClick", selector=".oi-actions .oi-run")
+    wb("chatClick", selector=".oi-actions .oi-run-anyway")
+    wb("chatWait", selector=".oi-assistant", hasText="High done.")
+    settle(wb)
+    assert marker.read_text().strip() == "ran"
+
+
+def test_code_and_output_actions(vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    wb, _ = vscode
+    code = IMAGE_CODE + "\nprint('line two')\nprint('line three')"
+    model.script(ms.tool("python", code), ms.text("Shown."))
+    wb("chatSend", text="draw and count")
+    wb.answer("run")
+    wb("chatWait", selector=".oi-assistant", hasText="Shown.")
+    settle(wb)
+    summary = wb("chatEval", expression="""[...document.querySelectorAll(
+        '.oi-code details.oi-output summary')].pop().textContent""")
+    assert "3 lines" in summary
+    wb("openFile", name="numbers.py")
+    wb("keys", keys=["Control+End", "Enter"])
+    wb("chatClick", selector=".oi-code .oi-insert")
+    wb("wait", selector=".monaco-editor .view-lines", hasText="line three")
+    wb("chatClick", selector=".oi-code .oi-open")
+    wb("wait", selector=".tab", hasText="Untitled")
+    wb("wait", selector=".monaco-editor .view-lines", hasText="IPython.display")
+    wb("chatClick", selector=".oi-code .oi-open-image")
+    wb("wait", selector=".tab", hasText=".png")
+    themed_shots(wb, "code-and-output-actions")
+
+
+RUN_EDITED = ".editor-actions .action-label[aria-label^='Run edited']"
+
+
+def test_edit_in_an_editor_tab(vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    wb, _ = vscode
+    model.script(ms.tool("python", "print('as proposed')"), ms.text("Ran your version."))
+    wb("chatSend", text="print, I will edit it")
+    wb.answer("edit")
+    wb("wait", selector=".tab.active", hasText="Untitled")
+    wb("wait", selector=RUN_EDITED)  # the tab's title bar has Run edited
+    wb("chatWait", selector=".oi-edit-hint", hasText="editor tab")
+    themed_shots(wb, "edit-in-editor-tab")
+    wb("click", selector=".monaco-editor .view-lines")
+    wb("keys", keys=["Control+a", "Delete"])
+    wb("insertText", text="print('from the tab', 6 * 7)")
+    wb("click", selector=RUN_EDITED)
+    wb.wait_output("from the tab 42")
+    wb("chatWait", selector=".oi-assistant", hasText="Ran your version.")
+    settle(wb)
+    last = [b for b in describe(wb) if b["kind"] == "oi-code"][-1]
+    assert last["text"] == "print('from the tab', 6 * 7)" and last["note"] == "ran, edited"
+    # The tab is gone, and a file's editor has no Run edited (the when-clause).
+    assert not wb("evaluate", expression="[...document.querySelectorAll('.tab')].some("
+                                         "(t) => t.textContent.includes('Untitled'))")
+    wb("openFile", name="numbers.py")
+    assert wb("evaluate", expression=f"document.querySelectorAll({RUN_EDITED!r}).length") == 0
