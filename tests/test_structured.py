@@ -146,6 +146,22 @@ async def test_a_stop_during_a_run_leaves_nothing(start_server: StartServer, mod
     assert (await client.execute("python", "print('still here')"))["status"] == "ok"
 
 
+async def test_a_stop_while_a_proposal_waits_leaves_nothing(
+        start_server: StartServer, model: ModelServer, workspace: Path) -> None:
+    """The turn waits on the user, not on a task or a process: a stop still ends it as
+    stopped (not as a cancelled request) and the proposal can no longer be approved."""
+    client, before = await ready(start_server, model, workspace)
+    model.script(ms.tool("python", "print('never')"), ms.text("unread"))
+    since = len(client.notifications)
+    turn = asyncio.create_task(client.chat("propose"))
+    proposal = await next_proposal(client, since)
+    assert (await client.request(protocol.STOP, {}))["stopped"] is True
+    assert (await turn)["status"] == "stopped"
+    with pytest.raises(Exception, match="no open proposal"):
+        await client.approve(proposal["proposalId"], "run")
+    await back_to(client, before)
+
+
 DIRECT = {  # a run of each kind of REPL that starts a process ignoring SIGINT, and waits
     "python": CHILD,  # a Jupyter kernel
     "shell": "sleep 300 &\necho child $!\nwait\n",  # bash: a background job ignores SIGINT
