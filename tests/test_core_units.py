@@ -110,6 +110,20 @@ def test_settings_precedence_and_errors() -> None:
     assert "12345" not in str(info.value)
 
 
+def test_a_relays_provider_keys_are_named_never_shown() -> None:
+    relay = env_layer({"OPENAI_API_KEY": "sk-relay-openai", "OI_MODEL": "m", "PATH": "/bin",
+                       "EMPTY_API_KEY": ""}, provider_keys=True)
+    assert "providerKeys" not in env_layer({"OPENAI_API_KEY": "sk-x"})  # the process's own
+    merged = combine(relay)
+    assert merged.provider_keys is not None
+    assert merged.provider_keys["OPENAI_API_KEY"].get_secret_value() == "sk-relay-openai"
+    assert merged.public()["providerKeys"] == ["OPENAI_API_KEY"]
+    assert "sk-relay-openai" not in str(merged.public())
+    with pytest.raises(SettingsError) as info:
+        check({"providerKeys": {"OPENAI_API_KEY": 98765}})
+    assert "98765" not in str(info.value)
+
+
 def test_untrusted_workspace_settings_never_auto_run() -> None:
     assert combine({"autoRun": True}).auto_run is True
     untrusted = combine({"trusted": False}, {"autoRun": True})

@@ -200,6 +200,26 @@ async def test_each_relay_uses_its_own_key(relay: Relay, model: ModelServer,
                     "Bearer sk-first-editor"]
 
 
+async def test_each_relay_uses_its_own_provider_key(relay: Relay, model: ModelServer,
+                                                    workspace: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider's own variable (OPENAI_API_KEY), which litellm would read from the daemon's
+    environment (the first editor's): each editor's own is used, and an editor without one
+    never borrows another's."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings = {"model": "openai/scripted", "apiBase": model.url}
+    first = await relay(workspace, options=settings, env={"OPENAI_API_KEY": "sk-first-openai"})
+    second = await relay(workspace, options=settings, env={"OPENAI_API_KEY": "sk-second-openai"})
+    third = await relay(workspace, options=settings)
+    model.script(ms.text("one"), ms.text("two"), ms.text("three"))
+    await first.chat("hello")
+    await second.chat("hello again")
+    await third.chat("and me")
+    keys = [h.get("Authorization") or h.get("authorization") for h in model.headers]
+    assert keys[:2] == ["Bearer sk-first-openai", "Bearer sk-second-openai"]
+    assert keys[2] == "Bearer no-key-set"  # and a 401 then reads as noApiKey (test_llm)
+
+
 async def test_kernel_survives_a_reconnect(relay: Relay, workspace: Path) -> None:
     first = await relay(workspace)
     await first.execute("python", "kept = 41")

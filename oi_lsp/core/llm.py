@@ -153,8 +153,11 @@ def completion_args(litellm: ModuleType, settings: Settings,
         args["tools"] = [EXECUTE_TOOL]
     if settings.api_base:
         args["api_base"] = settings.api_base
+    own = _provider_key(litellm, settings)
     if settings.api_key is not None:
         args["api_key"] = settings.api_key.get_secret_value()
+    elif own is not None:
+        args["api_key"] = own
     elif model_presets.is_local(settings.model, settings.api_base):
         # A local server wants no key, but litellm's OpenAI client insists on one; never send
         # the user's real OPENAI_API_KEY to it.
@@ -218,6 +221,26 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
                 await aclose()
 
 
+# The provider's key variable where it is not <PROVIDER>_API_KEY.
+_KEY_VARIABLE = {"together_ai": "TOGETHERAI_API_KEY", "azure_ai": "AZURE_AI_API_KEY"}
+
+
+def _provider_key(litellm: ModuleType, settings: Settings) -> str | None:
+    """The client's own key for the model's provider when the client's environment is not the
+    process's (the shared daemon): its value; NO_KEY when the client has none but the process
+    does (another editor's key is never used); None: let litellm read the environment."""
+    if settings.provider_keys is None or model_presets.is_local(settings.model, settings.api_base):
+        return None
+    try:
+        provider = litellm.get_llm_provider(settings.model, api_base=settings.api_base)[1]
+    except Exception:  # a model litellm cannot place: the call itself will say so
+        return None
+    name = _KEY_VARIABLE.get(provider, f"{provider.upper()}_API_KEY")
+    if name in settings.provider_keys:
+        return settings.provider_keys[name].get_secret_value()
+    return NO_KEY if os.environ.get(name) else None
+
+
 def _keys_missing(litellm: ModuleType, settings: Settings) -> bool:
     """No key for the model's provider in the environment either (OPENAI_API_KEY, ...)."""
     try:
@@ -269,6 +292,7 @@ def _redact(text: str, settings: Settings) -> str:
     """Every key the server knows, by value (a server may echo the Authorization header),
     and anything shaped like an OpenAI key."""
     known = [settings.api_key.get_secret_value()] if settings.api_key is not None else []
+    known += [key.get_secret_value() for key in (settings.provider_keys or {}).values()]
     text = keys.mask(text, known)
     return re.sub(r"(sk-|key-)[A-Za-z0-9_\-]{6,}", r"\1***", text)
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from .. import keys
 from ..protocol import AutoRunRule
 from . import model_presets
 
@@ -86,6 +87,11 @@ class Settings(BaseModel):
     # REPLs start with the server's key variables (OI_API_KEY, *_API_KEY, ...) in their
     # environment; off, code the model writes cannot read them.
     pass_keys_to_repls: bool = False
+    # The client's own provider key variables (OPENAI_API_KEY, ...) by name. The shared daemon
+    # sets them from each connection's relay, so each editor uses the keys of its own
+    # environment, not those of the editor that started the daemon. None: the process's
+    # environment, which litellm reads itself (a standalone server).
+    provider_keys: dict[str, SecretStr] | None = None
     verbose: bool = False  # log every model request (%verbose)
     # Past this resident memory (MB) a REPL is restarted, when the user agrees ("ask") or at once.
     kernel_memory_limit_mb: int | None = Field(default=None, gt=0, alias="kernelMemoryLimitMB")
@@ -120,8 +126,10 @@ class Settings(BaseModel):
 
     def public(self) -> dict[str, Any]:
         """The settings as shown to clients: never the key itself."""
-        data = self.model_dump(by_alias=True, exclude={"api_key"}, mode="json")
+        data = self.model_dump(by_alias=True, exclude={"api_key", "provider_keys"}, mode="json")
         data["apiKeySet"] = self.api_key is not None
+        if self.provider_keys is not None:  # which variables, never their values
+            data["providerKeys"] = sorted(self.provider_keys)
         if self.kernel_gateway is not None:  # headers may carry credentials too
             gateway = data["kernelGateway"]
             gateway.pop("token", None)
@@ -138,10 +146,15 @@ class SettingsError(ValueError):
     """A value of the wrong type; the message names the key (never the value of apiKey)."""
 
 
-def env_layer(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Defaults from the environment, for editors without a settings UI."""
+def env_layer(environ: Mapping[str, str] | None = None,
+              provider_keys: bool = False) -> dict[str, Any]:
+    """Defaults from the environment, for editors without a settings UI. `provider_keys`:
+    the environment is another process's (a relay's), whose provider keys are to be used."""
     environ = os.environ if environ is None else environ
     layer: dict[str, Any] = {}
+    if provider_keys:
+        layer["providerKeys"] = {k: v for k, v in environ.items()
+                                 if keys.is_key(k) and not k.startswith("OI_") and v}
     for var, key in (("OI_MODEL", "model"), ("OI_API_BASE", "apiBase"), ("OI_API_KEY", "apiKey")):
         if environ.get(var):
             layer[key] = environ[var]
@@ -171,7 +184,8 @@ def check(layer: Mapping[str, Any]) -> None:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
             # Pydantic's message can echo the input; for the key, name the problem only.
-            secret = key in ("apiKey", "api_key") or any(  # kernelGateway.token / .headers.*
+            # apiKey, providerKeys.*, kernelGateway.token / .headers.*
+            secret = key.split(".")[0] in ("apiKey", "api_key", "providerKeys") or any(
                 part in ("token", "headers") for part in key.split(".")[1:2])
             msg = "expected a string" if secret else err["msg"]
             problems.append(f"setting {key!r}: {msg}")

@@ -39,7 +39,7 @@ class ConnectionServer(OIServer):
     def __init__(self, shared: SharedWorkspaces, env: dict[str, str],
                  cwd: str | None = None) -> None:
         super().__init__()
-        self.env = env_layer(env)  # this client's environment, not the daemon's
+        self.env = env_layer(env, provider_keys=True)  # this client's environment, not the daemon's
         self.approvals = shared.approvals
         self.store = shared.store
         self.workspaces = ConnectionWorkspaces(shared, self, lambda: self.plain is not None,
