@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import nbformat
@@ -14,7 +15,9 @@ import psutil
 import pytest
 
 from oi_lsp.client import OIClient, to_uri
+from oi_lsp.core.conversation import Conversation
 from oi_lsp.core.store import Store
+from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer
@@ -201,3 +204,31 @@ def test_temp_files_of_interrupted_saves_are_removed(tmp_path: Path) -> None:
     loaded = store.load(uri)
     assert loaded.id == "20261203-000000-abcdef" and loaded.messages == []
     assert not killed.exists() and live.exists()
+
+
+class CountingStore(Store):
+    """A disk whose saves are counted (and take a little time, as a real one's fsyncs do)."""
+
+    saves = 0
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        time.sleep(0.02)
+        CountingStore.saves += 1
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_changes_back_to_back_share_saves(data_dir: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs back to back (each records messages) do not each rewrite and fsync the whole
+    file; what was recorded is all on disk once flushed."""
+    monkeypatch.setenv("OI_LSP_DATA_DIR", str(data_dir))
+    CountingStore.saves = 0
+    conversation = Conversation(to_uri(tmp_path), CountingStore(), lambda _: None)
+    for i in range(60):
+        conversation.record(Message(role="user", type="message", content=f"m{i}"))
+        await asyncio.sleep(0.005)
+    await conversation.flush()
+    saved = json.loads(conversation.file().read_text(encoding="utf-8"))
+    assert [m["content"] for m in saved["messages"]] == [f"m{i}" for i in range(60)]
+    assert CountingStore.saves <= 10, CountingStore.saves
+    await conversation.close()

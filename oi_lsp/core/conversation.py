@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 # base64 or text, kept in files beside it): past these a note says what was left out.
 DISPLAY_ITEM_LIMIT = 4 * 1024 * 1024
 DISPLAY_TOTAL_LIMIT = 32 * 1024 * 1024
+SAVE_GAP = 0.1  # seconds between saves while changes keep coming
 
 
 class Conversation:
@@ -59,6 +60,7 @@ class Conversation:
             self._claim = store.claim(workspace, self.id)
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
+        self._hurry = asyncio.Event()  # set by flush(): save what is left without a gap
         self._displayed = _display_size(self.messages)
         if settle_loaded(self.messages):
             self._dirty = True  # saved with the next change (it needs a running loop)
@@ -114,6 +116,7 @@ class Conversation:
         """Save in a thread, never on the event loop; one writer, always the newest state."""
         self._dirty = True
         if self._saving is None or self._saving.done():
+            self._hurry = asyncio.Event()
             self._saving = asyncio.create_task(self._save_loop())
 
     async def _save_loop(self) -> None:
@@ -127,6 +130,12 @@ class Conversation:
                 self._failed(exc)
             else:
                 self.save_error = None
+            if self._dirty and not self._hurry.is_set():
+                # Changes came during the save (runs back to back): one save for all that
+                # come within SAVE_GAP, instead of a whole-file write and two fsyncs each. The
+                # first change after a quiet moment is saved at once; flush() cuts the wait.
+                with anyio.move_on_after(SAVE_GAP):
+                    await self._hurry.wait()
 
     def _failed(self, exc: OSError) -> None:
         """Say the first time saving fails (a read-only or full data folder), not at every
@@ -142,6 +151,7 @@ class Conversation:
     async def flush(self) -> None:
         """Wait until what was recorded is on disk (or saving failed: see save_error)."""
         if self._saving is not None:
+            self._hurry.set()
             # Shielded: a stop or a timeout waits for the save; a cancelled caller (the
             # loop ending) leaves it going on, never cancels it with itself.
             with anyio.CancelScope(shield=True):
