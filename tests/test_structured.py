@@ -27,6 +27,7 @@ from oi_lsp.core.store import Store
 from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.conftest import StartServer, next_proposal
+from tests.hardening import wait_gone
 from tests.modelserver import ModelServer
 
 DEBUG = {protocol.DEBUG_TASKS_ENV: "1"}
@@ -77,19 +78,11 @@ async def child_pid(client: OIClient, since: int = 0) -> int:
 
 async def gone(pids: list[int], timeout: float = 20) -> list[int]:
     """The pids still alive (zombies count as gone) after waiting up to `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = [pid for pid in pids if _alive(pid)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        await asyncio.sleep(0.2)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    procs = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    return [proc.pid for proc in await wait_gone(procs, timeout)]
 
 
 async def ready(start_server: StartServer, model: ModelServer, *folders: Path,
