@@ -37,8 +37,10 @@ def bytecode_env() -> dict[str, str]:
 class Server:
     """One oi-lsp process and the client that talks to it; arrival times of notifications."""
 
-    def __init__(self, data_dir: Path, command: Sequence[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, command: Sequence[str] | None = None,
+                 daemon: Path | None = None) -> None:
         self.data_dir = data_dir
+        self.daemon = daemon  # a runtime folder: a relay to the daemon there, not standalone
         self.command = list(command or server_command())
         self.client = OIClient()
         self.arrivals: list[tuple[float, str, dict[str, Any]]] = []
@@ -48,9 +50,11 @@ class Server:
         self.arrivals.append((time.perf_counter(), method, params))
 
     async def start(self) -> None:
-        # Standalone: the figures are of this one server process, not of a relay to a daemon.
+        # Standalone unless asked: the figures are of this one server process.
+        mode = ({"OI_LSP_STANDALONE": "1"} if self.daemon is None else
+                {"OI_LSP_STANDALONE": "0", "OI_LSP_RUNTIME_DIR": str(self.daemon)})
         await self.client.start(self.command, env={"OI_LSP_DATA_DIR": str(self.data_dir),
-                                                   "OI_LSP_STANDALONE": "1", **bytecode_env()})
+                                                   **mode, **bytecode_env()})
 
     @property
     def pid(self) -> int:
@@ -168,3 +172,12 @@ async def wait_idle_cpu(pids: Sequence[int], below: float = 5.0, timeout: float 
                 pass
         if total < below:
             return
+
+
+async def stop_daemon(runtime: Path, data_dir: Path) -> None:
+    """`oi-lsp daemon --stop` for the daemon of that runtime folder."""
+    proc = await asyncio.create_subprocess_exec(
+        *server_command(), "daemon", "--stop", stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "OI_LSP_RUNTIME_DIR": str(runtime),
+                                                 "OI_LSP_DATA_DIR": str(data_dir)})
+    await proc.wait()
