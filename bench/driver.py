@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import threading
@@ -181,3 +182,13 @@ async def stop_daemon(runtime: Path, data_dir: Path) -> None:
         stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "OI_LSP_RUNTIME_DIR": str(runtime),
                                                  "OI_LSP_DATA_DIR": str(data_dir)})
     await proc.wait()
+
+
+async def json_line(proc: asyncio.subprocess.Process, timeout: float, who: str) -> dict[str, Any]:
+    """The next JSON line a baseline's child process writes; RuntimeError when it exited."""
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    if not line:
+        raise RuntimeError(f"the {who} process exited")
+    answer: dict[str, Any] = json.loads(line)
+    return answer

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .driver import json_line
+
 CHILD = Path(__file__).with_name("oi_child.py")
 
 
@@ -70,12 +72,8 @@ class OpenInterpreter:
         self.version = str(hello.get("version", "?"))
 
     async def _line(self, timeout: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        if not line:
-            raise RuntimeError("the Open Interpreter child exited")
-        result: dict[str, Any] = json.loads(line)
-        return result
+        assert self.proc is not None
+        return await json_line(self.proc, timeout, "Open Interpreter child")
 
     async def timed(self, language: str, code: str, timeout: float = 300) -> float:
         """Seconds `computer.run` took, measured inside the child (no pipe cost counted)."""

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .driver import bytecode_env
+from .driver import bytecode_env, json_line
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,12 +55,8 @@ class RawProcess:
         return answer
 
     async def _line(self, timeout: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        if not line:
-            raise RuntimeError("the baseline A process exited")
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        assert self.proc is not None
+        return await json_line(self.proc, timeout, "baseline A")
 
     async def shutdown(self, timeout: float = 60) -> None:
         """EOF: the child shuts its kernels down and exits."""
