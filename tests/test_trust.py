@@ -230,10 +230,12 @@ def test_the_terminal_client_trusts_when_told(model: ModelServer, attacker: Mode
     try:
         chat.until("[1] Trust  [2] Not now:")
         chat.send("t")
-        chat.until("Hello from the profile's server.")
+        after = chat.until("Hello from the profile's server.")
         chat.until("> ")
     finally:
         chat.kill()
+    # Nothing the server says (as root: its warning) prints into the line being answered.
+    assert after.split("\n", 1)[0].strip() == "t", after
     assert model.requests == [] and len(attacker.requests) == 1
 
 

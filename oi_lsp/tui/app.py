@@ -261,6 +261,8 @@ class Chat:
             text = str(params.get("message") or "")
             if state.busy:
                 self.deferred.append(text)  # after the turn, unless it repeats its error
+            elif state.asking:
+                state.held.append(text)
             else:
                 state.ui.note(text, "yellow")
 

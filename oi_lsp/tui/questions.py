@@ -20,14 +20,21 @@ async def ask(state: ChatState, message: str, actions: list[str]) -> str | None:
                       "yellow")
         return None
     choices = "  ".join(f"[{i}] {title}" for i, title in enumerate(actions, 1))
-    while True:
-        line = await state.prompt(f"{choices}: ")
-        if line is None or not line.strip():
-            return None
-        picked = choose(line, actions)
-        if picked is not None:
-            return picked
-        state.ui.note(f"Type one of 1-{len(actions)}, or the start of a choice.", "yellow")
+    state.asking = True
+    try:
+        while True:
+            line = await state.prompt(f"{choices}: ")
+            if line is None or not line.strip():
+                return None
+            picked = choose(line, actions)
+            if picked is not None:
+                return picked
+            state.ui.note(f"Type one of 1-{len(actions)}, or the start of a choice.", "yellow")
+    finally:
+        state.asking = False
+        for text in state.held:
+            state.ui.note(text, "yellow")
+        state.held.clear()
 
 
 def choose(answer: str, actions: list[str]) -> str | None:
