@@ -24,6 +24,21 @@ def config_dir() -> Path:
     return Path(os.environ.get("OI_LSP_CONFIG_DIR") or platformdirs.user_config_dir("oi-lsp"))
 
 
+def first_time(name: str) -> bool:
+    """Whether this is the first time `name` is asked of this data folder (a marker file,
+    created atomically: of two servers asking at once, one is first). An unwritable data
+    folder: always the first time."""
+    folder = data_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def digest(*parts: str) -> str:
     """A short, stable file name for a key (a workspace URI; a folder and a language)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]

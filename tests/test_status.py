@@ -96,3 +96,18 @@ async def test_root_is_warned_once(client: OIClient) -> None:
     warnings = [p for m, p in client.notifications
                 if m == "window/showMessage" and "runs as root" in p["message"]]
     assert len(warnings) == 1 and warnings[0]["type"] == 2
+
+
+async def test_root_is_warned_in_a_box_only_the_first_time(start_server: StartServer,
+                                                           workspace: Path) -> None:
+    """Later starts (a root-run container: every editor start) say it in the log only."""
+    if os.geteuid() != 0:
+        pytest.skip("the server runs as root only when the tests do")
+    kinds = []
+    for _ in range(2):
+        client = await start_server(workspace)
+        await client.execute("python", "1")
+        kinds.append([m for m, p in client.notifications
+                      if m.startswith("window/") and "runs as root" in p.get("message", "")])
+        await client.close()
+    assert kinds == [["window/showMessage"], ["window/logMessage"]]

@@ -11,7 +11,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from .. import protocol
+from .. import files, protocol
 from ..core import llm, model_presets, profiles
 from ..core.aio import in_thread, live_tasks
 from ..core.approval import Answer, UnknownProposal, WrongDecision
@@ -90,15 +90,27 @@ def initialize(ls: OIServer, params: types.InitializeParams) -> None:
 @SERVER.feature(types.INITIALIZED)
 def initialized(ls: OIServer, params: types.InitializedParams) -> None:
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # once: initialized comes once
-        ls.window_show_message(types.ShowMessageParams(
-            type=types.MessageType.Warning,
-            message="oi-lsp runs as root: code the model proposes runs with full control of "
-                    "this machine. Run the editor as a normal user if you can."))
+        ls.keep(_warn_root(ls))
     # Load litellm in the background so the first turn does not wait; but once the kernels
     # of the opened workspaces are up: its import holds the GIL for seconds, and a first run
     # right after opening came 0.27 s later (1.86 s from initialize, not 1.58). A chat that
     # comes first starts the load itself.
     ls.warming = asyncio.ensure_future(_warm_up_after(ls.workspaces.opening()))
+
+
+ROOT_WARNING = ("oi-lsp runs as root: code the model proposes runs with full control of this "
+                "machine. Run the editor as a normal user if you can.")
+
+
+async def _warn_root(ls: OIServer) -> None:
+    """A message box the first time for this data folder; then the log only, so a root-run
+    container does not say it in every chat of every start."""
+    if await in_thread(files.first_time, "root-warned"):
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
+                                                       message=ROOT_WARNING))
+    else:
+        ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning,
+                                                     message=ROOT_WARNING))
 
 
 async def _warm_up_after(opening: list[asyncio.Task[None]]) -> None:
