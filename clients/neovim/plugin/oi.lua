@@ -14,6 +14,9 @@ c("OIReset", cmd("reset"), { desc = "oi: clear the conversation and restart the 
 c("OIHistory", cmd("history"), { desc = "oi: reload the saved conversation" })
 c("OIAutoRun", cmd("autorun"), { nargs = 1, complete = function() return { "on", "off" } end,
   desc = "oi: run proposals without asking (on|off)" })
+c("OIApprove", function(o) require("oi.approval").approve(require("oi.client").root(0), o.args) end,
+  { nargs = 1, complete = function() return { "run", "skip", "edit" } end,
+    desc = "oi: answer the waiting proposal (run|skip|edit)" })
 c("OIModel", cmd("model"), { nargs = "?", desc = "oi: set (or show) the model of this workspace" })
 
 local p = vim.keymap.set
@@ -23,3 +26,7 @@ p("x", "<Plug>(oi-run)", ":OIRun<CR>", { silent = true, desc = "oi: instruction 
 p("n", "<Plug>(oi-exec)", "<Cmd>OIExec<CR>", { desc = "oi: run the current line" })
 p("x", "<Plug>(oi-exec)", ":OIExec<CR>", { silent = true, desc = "oi: run the selection" })
 p("n", "<Plug>(oi-stop)", "<Cmd>OIStop<CR>", { desc = "oi: stop" })
+for _, d in ipairs({ "run", "skip", "edit" }) do
+  p("n", ("<Plug>(oi-approve-%s)"):format(d), ("<Cmd>OIApprove %s<CR>"):format(d),
+    { desc = "oi: " .. d .. " the waiting proposal" })
+end
