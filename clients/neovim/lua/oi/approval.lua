@@ -165,7 +165,7 @@ function M.edit(root)
   local win = edit_window(root, buf)
   vim.bo[buf].filetype = M.filetype(p.language)
   -- :q cancels even after changes: the buffer never counts as modified
-  vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI" }, { buffer = buf,
+  vim.api.nvim_create_autocmd("QuitPre", { buffer = buf,
     callback = function() vim.bo[buf].modified = false end })
   vim.api.nvim_create_autocmd("WinClosed", { pattern = tostring(win), once = true,
     callback = function()

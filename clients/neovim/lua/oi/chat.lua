@@ -122,16 +122,19 @@ function M.visible(root)
   return st ~= nil and vim.api.nvim_buf_is_valid(st.buf) and #vim.fn.win_findbuf(st.buf) > 0
 end
 
--- Closing the transcript's window or the prompt's closes the other one too.
+-- Closing the transcript's window or the prompt's closes the other one too (unless its buffer
+-- shows again meanwhile, as after a :bwipe! and :OIChat).
 local function pair(st, chat_win, prompt_win)
-  local group = vim.api.nvim_create_augroup("oi_chat_pair_" .. st.buf, { clear = true })
+  local group = vim.api.nvim_create_augroup("oi_chat_pair_" .. chat_win, { clear = true })
   vim.api.nvim_create_autocmd("WinClosed", { group = group, callback = function(a)
     local closed = tonumber(a.match)
     if closed ~= chat_win and closed ~= prompt_win then return end
     vim.api.nvim_del_augroup_by_id(group)
-    local other = closed == chat_win and prompt_win or chat_win
+    local other, buf = prompt_win, st.buf
+    if closed == prompt_win then other, buf = chat_win, st.prompt end
     vim.schedule(function()
-      if vim.api.nvim_win_is_valid(other) and #vim.api.nvim_list_wins() > 1 then
+      local shown = buf and vim.api.nvim_buf_is_valid(buf) and #vim.fn.win_findbuf(buf) > 0
+      if not shown and vim.api.nvim_win_is_valid(other) and #vim.api.nvim_list_wins() > 1 then
         pcall(vim.api.nvim_win_close, other, false)
       end
     end)
