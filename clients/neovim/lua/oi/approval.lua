@@ -130,7 +130,7 @@ function M.outside(root) answer(root, "outside") end
 
 -- The window the edit goes in: over the chat when it is a float (a split would open behind
 -- it), else a split below the chat (or below the current window when the chat is hidden).
-local function edit_window(root, buf)
+local function edit_window(root, buf, height)
   local chat_win = vim.fn.bufwinid(require("oi.chat").buffer(root))
   local cfg = chat_win ~= -1 and vim.api.nvim_win_get_config(chat_win) or nil
   local win
@@ -138,10 +138,9 @@ local function edit_window(root, buf)
     win = vim.api.nvim_open_win(buf, true, { relative = "editor", width = cfg.width,
       height = cfg.height, row = cfg.row, col = cfg.col, border = "rounded",
       title = " edit the code ", zindex = (cfg.zindex or 50) + 10 })
-  elseif chat_win ~= -1 then
-    win = vim.api.nvim_open_win(buf, true, { split = "below", win = chat_win })
   else
-    win = vim.api.nvim_open_win(buf, true, { split = "below", win = 0 })
+    win = vim.api.nvim_open_win(buf, true, { split = "below",
+      win = chat_win ~= -1 and chat_win or 0, height = height })
   end
   vim.wo[win].winbar = "%#WarningMsg# :w runs · :q cancels %*"
   return win
@@ -162,7 +161,7 @@ function M.edit(root)
   local original = (p.code:gsub("\n+$", ""))
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(original, "\n", { plain = true }))
   vim.bo[buf].modified = false
-  local win = edit_window(root, buf)
+  local win = edit_window(root, buf, math.max(6, math.min(vim.api.nvim_buf_line_count(buf) + 1, 20)))
   vim.bo[buf].filetype = M.filetype(p.language)
   -- :q cancels even after changes: the buffer never counts as modified
   vim.api.nvim_create_autocmd("QuitPre", { buffer = buf,

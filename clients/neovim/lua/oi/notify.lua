@@ -17,7 +17,7 @@ end
 function M.one_line(text, width)
   local first = vim.split(text, "\n", { plain = true })[1]
   local more = first ~= text
-  width = math.max(20, width - 30) -- room for "… (in :OIChat)", the ruler and showcmd
+  width = math.max(20, width - 34) -- room for "… (in :OIChat)" and the ruler
   if vim.fn.strdisplaywidth(first) > width then
     first, more = vim.fn.strcharpart(first, 0, width - 1), true
   end

@@ -2,7 +2,7 @@
 -- mode or <C-s> sends what it holds.
 local M = {}
 
-M.HINT = " <CR> (normal) or <C-s> sends · :OIStop stops · :OIApprove answers"
+M.HINT = " <CR>/<C-s> sends · :OIStop · :OIApprove"
 M.HEIGHT = 3
 
 local function send(st)
