@@ -10,40 +10,12 @@ local history = require("oi.history")
 local ns = transcript.ns
 local states = {} -- root -> state
 
+local blocks = require("oi.blocks")
+local put, gap, newline, append = blocks.put, blocks.gap, blocks.newline, blocks.append
+local cursor_line, limit, fold_at = blocks.cursor_line, blocks.limit, blocks.fold_at
 local function sep_row(st) return transcript.sep_row(st.buf) end
-local function cursor_line(st) return transcript.last(st.buf) end
-local function append(st, text) transcript.append(st.buf, text) end
-
-local function newline(st)
-  local _, line = cursor_line(st)
-  if line ~= "" then append(st, "\n") end
-end
-
---- Complete lines; the transcript then ends on a fresh empty line.
-local function put(st, text)
-  newline(st)
-  append(st, text .. "\n")
-end
-
--- An empty line between blocks, so the markdown reads well.
-local function gap(st)
-  newline(st)
-  local row = cursor_line(st)
-  if row > 0 and vim.api.nvim_buf_get_lines(st.buf, row - 1, row, true)[1] ~= "" then
-    append(st, "\n")
-  end
-end
 
 local function header(root) return { "# oi: " .. root, "" } end
-
-local function limit() return require("oi").config.output_limit or 200 end
-
---- Put the rest of a long output out of sight: a line says how many lines it holds; <Tab> on
---- it shows them.
-local function fold_at(st, row, text)
-  local id = vim.api.nvim_buf_set_extmark(st.buf, ns, row, 0, {})
-  st.folds[id] = text
-end
 
 local function expand(st)
   local row = vim.api.nvim_win_get_cursor(0)[1] - 1
@@ -256,147 +228,27 @@ function M.mute_next_run(root) M.state(root).mute_next = true end
 
 M.fence = history.fence
 
-local hl_ns = vim.api.nvim_create_namespace("oi_active_line")
-
---- Put fenced code; it becomes the code a run's active_line chunks point into.
-local function code_block(st, lang, code)
-  gap(st)
-  local text = history.fence(lang, code)
-  put(st, text)
-  local first = cursor_line(st) - select(2, text:gsub("\n", "")) - 1 -- its ``` line
-  st.code_mark = vim.api.nvim_buf_set_extmark(st.buf, ns, first, 0, { id = st.code_mark })
-end
-function M.code_block(root, lang, code) code_block(M.state(root), lang, code) end
-
---- Highlight line `number` (1-based) of the last code block: the line that runs now.
-local function active_line(st, number)
-  vim.api.nvim_buf_clear_namespace(st.buf, hl_ns, 0, -1)
-  if not number or not st.code_mark then return end
-  local fence_row = vim.api.nvim_buf_get_extmark_by_id(st.buf, ns, st.code_mark, {})[1]
-  local row = fence_row and fence_row + number
-  if row and row < sep_row(st) then
-    vim.api.nvim_buf_set_extmark(st.buf, hl_ns, row, 0, { line_hl_group = "CursorLine",
-      sign_text = "▶", sign_hl_group = "DiagnosticInfo" })
-  end
-end
-
 --- The text of the highlighted active line, if any (for tests and statuslines).
 function M.active_line(root)
   local st = states[root]
   if not st then return nil end
-  local marks = vim.api.nvim_buf_get_extmarks(st.buf, hl_ns, 0, -1, {})
+  local marks = vim.api.nvim_buf_get_extmarks(st.buf, blocks.hl_ns, 0, -1, {})
   if #marks == 0 then return nil end
   return vim.api.nvim_buf_get_lines(st.buf, marks[1][2], marks[1][2] + 1, true)[1]
 end
 
-function M.save_image(format, data)
-  local dir = vim.fs.joinpath(vim.fn.stdpath("cache"), "oi", "images")
-  vim.fn.mkdir(dir, "p")
-  local ext = format == "svg" and "svg" or (format:match("base64%.(%w+)") or "png")
-  local path = vim.fs.joinpath(dir, ("%d-%d.%s"):format(os.time(), vim.uv.hrtime() % 1e9, ext))
-  local bytes = format == "svg" and data or vim.base64.decode((data:gsub("%s", "")))
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-  return path
-end
-
-local function open_block(st, p)
-  st.open = { role = p.role, type = p.type, format = p.format, parts = {}, lines = 0 }
-  if p.type == "console" then
-    gap(st); put(st, "```output")
-  elseif p.type == "code" then
-    gap(st); put(st, "```" .. (p.format or ""))
-  elseif p.type == "message" then
-    gap(st)
-  end
-end
-
--- Output past the limit is kept out of the buffer; a line counts it.
-local function output(st, text)
-  local b = st.open
-  if b.hidden then
-    table.insert(b.hidden, text)
-    return
-  end
-  local room, pos = limit() - b.lines, 0
-  for _ = 1, room do
-    pos = text:find("\n", pos + 1, true)
-    if not pos then break end
-  end
-  if not pos then
-    b.lines = b.lines + select(2, text:gsub("\n", ""))
-    return append(st, text)
-  end
-  append(st, text:sub(1, pos))
-  b.lines = limit()
-  b.hidden = { text:sub(pos + 1) }
-end
-
-local function close_output(st, b)
-  if b.hidden then
-    local rest = table.concat(b.hidden)
-    if rest ~= "" then
-      newline(st)
-      put(st, history.fold_line(rest))
-      fold_at(st, cursor_line(st) - 1, rest)
-    end
-  end
-  put(st, "```")
-end
-
-local function close_block(st)
-  local b = st.open
-  st.open = nil
-  if not b then return end
-  local data = table.concat(b.parts)
-  if b.type == "console" then
-    close_output(st, b)
-  elseif b.type == "code" then
-    put(st, "```")
-  elseif b.type == "confirmation" then
-    -- the code that runs: shown unless it is the proposal just shown above
-    if data ~= st.shown_code then code_block(st, b.format, data) end
-    st.shown_code = nil
-  elseif b.type == "image" then
-    local ok, path = pcall(M.save_image, b.format or "base64.png", data)
-    gap(st)
-    put(st, ok and ("![image](%s)"):format(path) or ("_(image could not be saved: %s)_"):format(path))
-  else
-    newline(st)
-  end
-end
-
-local BUFFERED = { confirmation = true, image = true }
+M.save_image = blocks.save_image
+function M.code_block(root, lang, code) blocks.code_block(M.state(root), lang, code) end
 
 function M.on_stream(root, p)
   local st = M.state(root)
   if st.muted[p.turnId] then return end
   if p.type == "status" then
     spinner.set(st, p.format)
-    if p.format == "idle" then active_line(st, nil) end
+    if p.format == "idle" then blocks.active_line(st, nil) end
     return
   end
-  if p.format == "active_line" then -- not a block: the open output block stays open
-    active_line(st, tonumber(p.content))
-    return
-  end
-  local b = st.open
-  local same = b and b.role == p.role and b.type == p.type and b.format == p.format
-  if p.start or not same then
-    if b then close_block(st) end
-    open_block(st, p)
-  end
-  if p.content and p.content ~= "" then
-    if BUFFERED[p.type] then
-      table.insert(st.open.parts, p.content)
-    elseif p.type == "console" then
-      output(st, p.content)
-    else
-      append(st, p.content)
-    end
-  end
-  if p["end"] then close_block(st) end
+  blocks.feed(st, p)
 end
 
 --- oi/resources: a long run's figures, for the status line.
@@ -424,7 +276,7 @@ function M.on_turn(root, p)
     spinner.set(st, p.kind == "execute" and "running" or "thinking")
     return
   end
-  if st.open then close_block(st) end
+  if st.open then blocks.close(st) end
   spinner.set(st, nil)
   require("oi.approval").clear(root, p.turnId)
   if p.status == "stopped" then
@@ -440,7 +292,7 @@ end
 function M.server_exited(root, code, signal)
   local st = states[root]
   if st and vim.api.nvim_buf_is_valid(st.buf) then
-    if st.open then close_block(st) end
+    if st.open then blocks.close(st) end
     spinner.set(st, nil)
     st.running = {}
     require("oi.approval").clear(root)

@@ -104,7 +104,7 @@ function M.render(messages, limit)
       elseif m.type == "error" then
         w.gap(); w.put("> **Error:** " .. tostring(m.content):gsub("\n", "\n> "))
       elseif m.type == "image" then
-        local ok, path = pcall(require("oi.chat").save_image, m.format or "base64.png", m.content)
+        local ok, path = pcall(require("oi.blocks").save_image, m.format or "base64.png", m.content)
         w.gap(); w.put(ok and ("![image](%s)"):format(path) or "_(image)_")
       elseif m.type == "code" then -- HTML a run displayed
         w.gap(); w.put(M.fence(m.format, m.content))
