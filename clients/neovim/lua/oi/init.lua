@@ -23,6 +23,7 @@ M.defaults = {
   root_markers = { ".git", "pyproject.toml", "package.json" }, -- workspace root, else the cwd
   keymaps = true,            -- false: no default keymaps (the <Plug>(oi-...) ones stay)
   notify_hidden = true,      -- vim.notify a proposal when the chat window is hidden
+  output_limit = 200,        -- output lines shown in the chat; the rest folded (<Tab> shows it)
 }
 
 ---@type oi.Config
