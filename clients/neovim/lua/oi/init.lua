@@ -11,6 +11,7 @@ local M = {}
 ---@field root_markers string[] files or folders that mark a workspace root
 ---@field keymaps boolean false: no default keymaps (the <Plug>(oi-...) ones stay)
 ---@field notify_hidden boolean vim.notify a proposal when the chat window is hidden
+---@field output_limit integer output lines shown in the chat; the rest folded (<Tab> shows it)
 
 -- The documented defaults (see :help oi-config).
 ---@type oi.Config

