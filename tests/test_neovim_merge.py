@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
-from tests.neovim import HAVE_NVIM, PLUGIN, Nvim
+from tests.neovim import HAVE_NVIM, NVIM, PLUGIN, Nvim
 from tests.test_neovim_more import COUNT_SERVERS
 
 pytestmark = pytest.mark.skipif(not HAVE_NVIM,
@@ -84,3 +87,34 @@ def test_two_roots_on_one_server_approve_across_them_and_restore_each(
     assert "42" in two_lines[code + 3:two_lines.index("Two says 42.")]  # its output, restored
     assert run.result["modifiable"] is False
     assert run.errors() == []
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (a real terminal)")
+def test_two_messages_in_one_tick_never_ask_press_enter(tmp_path: Path) -> None:
+    """The server's error (window/showMessage) and the errorKind advice (oi/turn) of a hidden
+    chat arrive together: two echoes before a redraw stacked and asked "Press ENTER"."""
+    script = tmp_path / "tell.lua"
+    script.write_text(f"""
+        vim.opt.rtp:prepend({json.dumps(str(PLUGIN))})
+        vim.defer_fn(function()
+          local tell = require("oi.notify").tell
+          vim.schedule(function() tell("first: " .. ("x"):rep(70), vim.log.levels.ERROR) end)
+          vim.schedule(function() tell("second: " .. ("y"):rep(70), vim.log.levels.WARN) end)
+        end, 300)
+    """)
+    name = f"oi-merge-{tmp_path.name}"[:40]
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "12",
+                    f"{NVIM} -u NONE -i NONE -n -c 'luafile {script}'"], check=True)
+    try:
+        screen, end = "", time.monotonic() + 30
+        while "second: " not in screen and time.monotonic() < end:
+            time.sleep(0.2)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], check=True,
+                                    capture_output=True, text=True).stdout
+        time.sleep(0.5)
+        screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], check=True,
+                                capture_output=True, text=True).stdout
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
+    assert "oi: second: yyy" in screen, screen
+    assert "Press ENTER" not in screen, screen

@@ -27,7 +27,10 @@ end
 --- vim.notify "oi: text", in one line with Neovim's own; returns whether it was cut.
 function M.tell(text, level)
   local full = "oi: " .. text
-  local short = M.stock() and M.one_line(full, vim.o.columns) or full
+  local stock = M.stock()
+  local short = stock and M.one_line(full, vim.o.columns) or full
+  -- a second echo before a redraw would stack under the first and ask "Press ENTER"
+  if stock then pcall(vim.cmd.redraw) end
   vim.notify(short, level, { title = "oi" })
   return short ~= full
 end
