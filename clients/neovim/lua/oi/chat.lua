@@ -53,10 +53,14 @@ local function watch(st)
 end
 
 -- The saved conversation goes above what this chat has shown meanwhile: the server answers
--- oi/history at once, before it reads a message sent after it.
+-- oi/history at once, before it reads a message sent after it. Unless the transcript was
+-- cleared meanwhile (:OIConversations loaded a conversation, :OIReset): it is not shown twice.
 local function restore(st)
+  local cleared = st.cleared
   require("oi.client").request(st.root, "oi/history", {}, function(res)
-    if vim.api.nvim_buf_is_valid(st.buf) then M.insert_history(st, res.messages or {}) end
+    if vim.api.nvim_buf_is_valid(st.buf) and st.cleared == cleared then
+      M.insert_history(st, res.messages or {})
+    end
   end, function() end)
 end
 
@@ -306,7 +310,7 @@ end
 --- Empty the transcript (after oi/reset, or before reloading the history).
 function M.clear(root)
   local st = M.state(root)
-  st.open, st.folds = nil, {}
+  st.open, st.folds, st.cleared = nil, {}, (st.cleared or 0) + 1
   transcript.set_lines(st.buf, 0, sep_row(st), header(root))
 end
 
