@@ -29,17 +29,20 @@ def test_chat_streams_the_reply(nvim: Nvim, model: ModelServer, workspace: Path)
     run = nvim.run("""
         local seen = {}
         vim.cmd("OIChat hello")
-        local buf = vim.api.nvim_get_current_buf()
+        local buf = T.chat().buffer(T.root)
+        local prompt = vim.api.nvim_buf_get_name(0)  -- the cursor waits in the prompt area
         vim.api.nvim_buf_attach(buf, false, { on_lines = function()
           vim.schedule(function() table.insert(seen, T.text()) end)
         end })
         T.wait_text("Hello from the scripted model, in several pieces.")
         T.wait_idle()
-        return { seen = seen, filetype = vim.bo[buf].filetype,
+        return { seen = seen, filetype = vim.bo[buf].filetype, prompt = prompt,
                  name = vim.api.nvim_buf_get_name(buf), windows = #vim.api.nvim_list_wins() }
     """, workspace)
     assert run.result["filetype"] == "markdown"
-    assert run.result["windows"] == 2  # the chat opened in a split beside the empty buffer
+    # the chat opened in a split beside the empty buffer, its prompt area below it
+    assert run.result["windows"] == 3
+    assert run.result["prompt"].startswith("oi://prompt")
     assert "## You" in run.lines and "hello" in run.lines
     reply = "Hello from the scripted model, in several pieces."
     assert reply in run.lines

@@ -375,8 +375,9 @@ def test_doc_lists_every_command_option_and_highlight() -> None:
     highlights = doc[doc.index("*oi-highlights*"):doc.index("*oi-api*")]
     lua = "\n".join(p.read_text() for p in (PLUGIN / "lua" / "oi").glob("*.lua"))
     groups = set(re.findall(r'hl_group = "(\w+)"', lua))
-    groups |= set(re.findall(r'\{ \w+, "(\w+)" \}', lua))  # virtual text chunks
-    assert {"Comment", "CursorLine", "DiagnosticInfo"} <= groups
+    groups |= set(re.findall(r', "([A-Z][A-Za-z]+)" \}', lua))  # virtual text chunks
+    groups |= set(re.findall(r"%#(\w+)#", lua))  # winbar / statusline items
+    assert {"Comment", "CursorLine", "DiagnosticInfo", "WarningMsg"} <= groups
     for group in groups:
         assert group in highlights, group
 

@@ -4,6 +4,7 @@ local T = {}
 T.root = vim.fs.normalize(vim.fn.getcwd())
 T.notes = {} -- every vim.notify: { msg, level }
 local notify = vim.notify
+T.stock_notify = notify -- Neovim's own, for a scenario that needs it
 vim.notify = function(msg, level, opts)
   table.insert(T.notes, { msg = msg, level = level or vim.log.levels.INFO })
   return notify(msg, level, opts)
@@ -36,7 +37,9 @@ function T.keys(keys) vim.api.nvim_feedkeys(vim.keycode(keys), "mx", false) end
 
 --- Focus the chat window of `root` with the cursor on its transcript.
 function T.focus_chat(root)
-  require("oi.chat").open(root or T.root, true)
+  local chat = require("oi.chat")
+  chat.open(root or T.root, false)
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(chat.buffer(root or T.root)))
   vim.api.nvim_win_set_cursor(0, { 1, 0 })
 end
 

@@ -19,6 +19,9 @@ c("OIModel", cmd("model"), { nargs = "?",
 c("OIConversations", cmd("conversations"),
   { desc = "oi: the saved conversations: open, new, export (Markdown, Notebook, JSON)" })
 c("OIKey", cmd("key"), { desc = "oi: enter the API key for this session (typed hidden)" })
+c("OIApprove", function(o) require("oi.approval").approve(require("oi.client").root(0), o.args) end,
+  { nargs = 1, complete = function() return { "run", "skip", "edit" } end,
+    desc = "oi: answer the waiting proposal (run|skip|edit)" })
 
 local p = vim.keymap.set
 p("n", "<Plug>(oi-chat)", "<Cmd>OIChat<CR>", { desc = "oi: chat" })
@@ -27,3 +30,7 @@ p("x", "<Plug>(oi-run)", ":OIRun<CR>", { silent = true, desc = "oi: instruction 
 p("n", "<Plug>(oi-exec)", "<Cmd>OIExec<CR>", { desc = "oi: run the current line" })
 p("x", "<Plug>(oi-exec)", ":OIExec<CR>", { silent = true, desc = "oi: run the selection" })
 p("n", "<Plug>(oi-stop)", "<Cmd>OIStop<CR>", { desc = "oi: stop" })
+for _, d in ipairs({ "run", "skip", "edit" }) do
+  p("n", ("<Plug>(oi-approve-%s)"):format(d), ("<Cmd>OIApprove %s<CR>"):format(d),
+    { desc = "oi: " .. d .. " the waiting proposal" })
+end

@@ -17,10 +17,18 @@ function M.filetype(language)
   return FILETYPES[lang] or vim.filetype.match({ filename = "x." .. lang }) or lang
 end
 
+-- The answer keys live in the transcript and in the prompt area.
+local function buffers(root)
+  local chat = require("oi.chat")
+  return { chat.buffer(root), chat.prompt_buffer(root) }
+end
+
 local function unmap(root)
-  local buf = require("oi.chat").buffer(root)
-  for key in pairs(KEYS) do pcall(vim.keymap.del, "n", key, { buffer = buf }) end
-  pcall(vim.keymap.del, "n", "o", { buffer = buf })
+  for _, buf in ipairs(buffers(root)) do
+    for key in pairs(KEYS) do pcall(vim.keymap.del, "n", key, { buffer = buf }) end
+    pcall(vim.keymap.del, "n", "o", { buffer = buf })
+  end
+  require("oi.pending").close(root)
 end
 
 -- The answers; [c] names the command an "always" rule would allow (else the exact code).
@@ -31,15 +39,16 @@ end
 
 local function map(root, keys)
   local chat = require("oi.chat")
-  local buf = chat.buffer(root)
-  for key, action in pairs(keys) do
-    vim.keymap.set("n", key, function()
-      -- While the user types a message the keys keep their meaning (a appends, s substitutes).
-      if chat.typing(root) then
-        return vim.api.nvim_feedkeys(vim.v.count > 0 and (vim.v.count .. key) or key, "n", false)
-      end
-      M[action](root)
-    end, { buffer = buf, nowait = true, desc = "oi: " .. action .. " the proposal" })
+  for _, buf in ipairs(buffers(root)) do
+    for key, action in pairs(keys) do
+      vim.keymap.set("n", key, function()
+        -- While the user types a message the keys keep their meaning (a appends, s substitutes).
+        if chat.typing(root) then
+          return vim.api.nvim_feedkeys(vim.v.count > 0 and (vim.v.count .. key) or key, "n", false)
+        end
+        M[action](root)
+      end, { buffer = buf, nowait = true, desc = "oi: " .. action .. " the proposal" })
+    end
   end
 end
 
@@ -61,9 +70,12 @@ function M.on_proposal(root, p)
   end
   pending[root] = { proposal = p, mark = chat.mark_last(root) }
   map(root, p.sandboxBlocked and BLOCKED_KEYS or KEYS)
-  if require("oi").config.notify_hidden and not chat.visible(root) then
-    vim.notify(("oi: the model wants to run %s code (:OIChat to answer)"):format(p.language),
-      vim.log.levels.WARN)
+  if not chat.visible(root) then
+    require("oi.pending").show(root, p)
+    if require("oi").config.notify_hidden then
+      vim.notify(("oi: the model wants to run %s code (:OIApprove run|skip|edit, or :OIChat)")
+        :format(p.language), vim.log.levels.WARN)
+    end
   end
 end
 
@@ -106,29 +118,78 @@ local function answer(root, decision, code, proposal_id)
   return true
 end
 
+--- :OIApprove run|skip|edit (and the <Plug>(oi-approve-...) maps): the pending proposal of
+--- this workspace, else the only one waiting anywhere.
+function M.approve(root, decision)
+  if not pending[root] then
+    local roots = vim.tbl_keys(pending)
+    if #roots == 1 then root = roots[1] end
+  end
+  if not pending[root] then return vim.notify("oi: no proposal is waiting", vim.log.levels.WARN) end
+  if decision == "run" and pending[root].proposal.sandboxBlocked then decision = "outside" end
+  local act = ({ run = M.run, skip = M.skip, edit = M.edit, outside = M.outside })[decision]
+  if not act then
+    return vim.notify("oi: usage: :OIApprove run|skip|edit", vim.log.levels.ERROR)
+  end
+  act(root)
+end
+
 function M.run(root) answer(root, "run") end
 function M.skip(root) answer(root, "skip") end
 function M.outside(root) answer(root, "outside") end
 
---- Open the code in a scratch buffer with the language's filetype; :w sends it as the edit.
+-- The window the edit goes in: over the chat when it is a float (a split would open behind
+-- it), else a split below the chat (or below the current window when the chat is hidden).
+local function edit_window(root, buf, height)
+  local chat_win = vim.fn.bufwinid(require("oi.chat").buffer(root))
+  local cfg = chat_win ~= -1 and vim.api.nvim_win_get_config(chat_win) or nil
+  local win
+  if cfg and cfg.relative ~= "" then
+    win = vim.api.nvim_open_win(buf, true, { relative = "editor", width = cfg.width,
+      height = cfg.height, row = cfg.row, col = cfg.col, border = "rounded",
+      title = " edit the code ", zindex = (cfg.zindex or 50) + 10 })
+  else
+    win = vim.api.nvim_open_win(buf, true, { split = "below",
+      win = chat_win ~= -1 and chat_win or 0, height = height })
+  end
+  vim.wo[win].winbar = "%#WarningMsg# :w runs · :q cancels %*"
+  return win
+end
+
+--- Open the code in a scratch buffer with the language's filetype; :w sends it as the edit
+--- (unchanged, as a plain run), :q cancels (the proposal still waits).
 function M.edit(root)
   local entry = pending[root]
   if not entry then return vim.notify("oi: no proposal is waiting", vim.log.levels.WARN) end
   local p = entry.proposal
+  local from = vim.api.nvim_get_current_win()
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_name(buf, ("oi://edit/%s.%s"):format(p.proposalId, p.language))
   vim.bo[buf].buftype = "acwrite"
   vim.bo[buf].bufhidden = "wipe"
   vim.b[buf].oi_root = root
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split((p.code:gsub("\n+$", "")), "\n", { plain = true }))
+  local original = (p.code:gsub("\n+$", ""))
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(original, "\n", { plain = true }))
   vim.bo[buf].modified = false
-  vim.cmd("belowright split")
-  vim.api.nvim_win_set_buf(0, buf)
+  local win = edit_window(root, buf, math.max(6, math.min(vim.api.nvim_buf_line_count(buf) + 1, 20)))
   vim.bo[buf].filetype = M.filetype(p.language)
+  -- :q cancels even after changes: the buffer never counts as modified
+  vim.api.nvim_create_autocmd("QuitPre", { buffer = buf,
+    callback = function() vim.bo[buf].modified = false end })
+  vim.api.nvim_create_autocmd("WinClosed", { pattern = tostring(win), once = true,
+    callback = function()
+      vim.schedule(function()
+        if vim.api.nvim_win_is_valid(from) then vim.api.nvim_set_current_win(from) end
+      end)
+    end })
   vim.api.nvim_create_autocmd("BufWriteCmd", { buffer = buf, callback = function()
     local code = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
     vim.bo[buf].modified = false
-    if answer(root, "edit", code, p.proposalId) then
+    local unchanged = vim.trim(code) == vim.trim(original)
+    local sent
+    if unchanged then sent = answer(root, "run", nil, p.proposalId)
+    else sent = answer(root, "edit", code, p.proposalId) end
+    if sent then
       vim.schedule(function()
         if vim.api.nvim_buf_is_valid(buf) then vim.api.nvim_buf_delete(buf, { force = true }) end
       end)

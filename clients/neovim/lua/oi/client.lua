@@ -75,7 +75,10 @@ local function handlers()
       require("oi.usage").on_turn(root, p)
       require("oi.errors").on_turn(root, p)
     end),
-    ["oi/resources"] = on(function(root, p) require("oi.status").on_resources(root, p) end),
+    ["oi/resources"] = on(function(root, p)
+      require("oi.status").on_resources(root, p)
+      require("oi.chat").on_resources(root, p)
+    end),
     -- A running program reads input: asked here, masked for a password; nil is a cancel.
     ["oi/input"] = function(err, params)
       if err then return vim.NIL end
@@ -83,14 +86,11 @@ local function handlers()
       if value == nil then return vim.NIL end
       return { value = value }
     end,
-    -- The server's errors (a bad setting, a model error) go to the chat and to vim.notify.
-    ["window/showMessage"] = function(err, params, ctx)
+    -- The server's messages: errors to the chat, all to vim.notify, never a "Press ENTER".
+    ["window/showMessage"] = function(err, params)
       local root = root_for(params)
-      if not err and root and params.type == vim.lsp.protocol.MessageType.Error then
-        require("oi.chat").server_error(root, params.message)
-        return vim.NIL
-      end
-      return vim.lsp.handlers["window/showMessage"](err, params, ctx)
+      if not err and root then require("oi.notify").server_message(root, params) end
+      return vim.NIL
     end,
   }
 end

@@ -20,7 +20,7 @@ M.advice = {
 
 --- oi/turn: after an error the chat already shows, say what to do there; notified too when
 --- the chat is hidden (the error itself already was: a second message would make the user
---- press ENTER in a visible chat).
+--- press ENTER in a visible chat), in one line with Neovim's own vim.notify (oi.notify).
 ---@param root string
 ---@param p table an oi/turn notification
 function M.on_turn(root, p)
@@ -29,7 +29,7 @@ function M.on_turn(root, p)
   if not text then return end
   local chat = require("oi.chat")
   chat.put(root, "> " .. text)
-  if not chat.visible(root) then vim.notify("oi: " .. text, vim.log.levels.WARN) end
+  if not chat.visible(root) then require("oi.notify").tell(text, vim.log.levels.WARN) end
 end
 
 return M

@@ -11,6 +11,7 @@ local M = {}
 ---@field root_markers string[] files or folders that mark a workspace root
 ---@field keymaps boolean false: no default keymaps (the <Plug>(oi-...) ones stay)
 ---@field notify_hidden boolean vim.notify a proposal when the chat window is hidden
+---@field output_limit integer output lines shown in the chat; the rest folded (<Tab> shows it)
 
 -- The documented defaults (see :help oi-config).
 ---@type oi.Config
@@ -23,6 +24,7 @@ M.defaults = {
   root_markers = { ".git", "pyproject.toml", "package.json" }, -- workspace root, else the cwd
   keymaps = true,            -- false: no default keymaps (the <Plug>(oi-...) ones stay)
   notify_hidden = true,      -- vim.notify a proposal when the chat window is hidden
+  output_limit = 200,        -- output lines shown in the chat; the rest folded (<Tab> shows it)
 }
 
 ---@type oi.Config
