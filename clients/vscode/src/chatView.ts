@@ -1,6 +1,7 @@
 // The chat: a WebviewView in the "Open Interpreter" activity-bar container.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
+import { VIEW_COMMANDS } from './errors';
 import { type Folder, type FromWebview, Router, type ToWebview } from './router';
 import { chatHtml } from './page';
 import type { Server } from './server';
@@ -15,6 +16,8 @@ export class ChatView implements vscode.WebviewViewProvider {
     private view: vscode.WebviewView | undefined;
     private refreshing: Promise<void> = Promise.resolve();
     readonly router = new Router(folders());
+    /** Open Chat asked for the input's focus: given again once the page is ready. */
+    private wantFocus = false;
 
     constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server) {
         server.onNotification((method, params) => {
@@ -39,6 +42,25 @@ export class ChatView implements vscode.WebviewViewProvider {
     /** Reveal the view (Open Chat, Run Selection as Instruction). */
     async reveal(): Promise<void> {
         await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+    }
+
+    /** Reveal the view with the cursor in its input (Open Chat). */
+    async focusInput(): Promise<void> {
+        this.wantFocus = true;
+        await this.reveal();
+        this.post({ type: 'focus' });
+        setTimeout(() => { this.wantFocus = false; }, 5000);
+    }
+
+    /** The header's model: the folder's effective one (settings, profiles, OI_MODEL). */
+    async showModel(): Promise<void> {
+        try {
+            const result = await this.server.request<{ settings: { model?: string } }>(
+                'oi/configure', this.router.current ? { workspace: this.router.current } : {});
+            this.post({ type: 'model', model: result.settings.model });
+        } catch {
+            this.post({ type: 'model' });
+        }
     }
 
     /** The folders, the current one, trust and auto-run, for the view's header. */
@@ -67,6 +89,7 @@ export class ChatView implements vscode.WebviewViewProvider {
             const history = await this.server.request<{ workspace: string; messages: unknown[] }>(
                 'oi/history', this.router.current ? { workspace: this.router.current } : {});
             this.post({ type: 'history', workspace: history.workspace, messages: history.messages });
+            void this.showModel();
             // A proposal asked before the view (re)loaded can still be answered.
             for (const proposal of this.router.pendingProposals()) this.post({ type: 'proposal', proposal });
         } catch (err) {
@@ -86,7 +109,14 @@ export class ChatView implements vscode.WebviewViewProvider {
     }
 
     private async receive(message: FromWebview): Promise<void> {
-        if (message.type === 'ready') return this.refresh();
+        if (message.type === 'ready') {
+            if (this.wantFocus) this.post({ type: 'focus' });
+            return this.refresh();
+        }
+        if (message.type === 'command') {
+            if (VIEW_COMMANDS.has(message.command)) await vscode.commands.executeCommand(message.command);
+            return;
+        }
         if (message.type === 'switchFolder') {
             if (this.router.switchTo(message.uri)) await this.refresh();
             return;

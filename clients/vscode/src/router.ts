@@ -25,8 +25,12 @@ export type ToWebview =
     | { type: 'turn'; turn: Record<string, unknown> }
     | { type: 'user'; text: string }
     | { type: 'run'; language: string; code: string }
-    | { type: 'error'; message: string }
-    | { type: 'cleared' };
+    | { type: 'error'; message: string; errorKind?: string }
+    | { type: 'cleared' }
+    /** The folder's effective model, for the header and the welcome. */
+    | { type: 'model'; model?: string }
+    /** Put the cursor in the input (Open Chat). */
+    | { type: 'focus' };
 
 /** Messages the webview posts to the extension. */
 export type FromWebview =
@@ -35,7 +39,9 @@ export type FromWebview =
     | { type: 'approve'; proposalId: string; decision: 'run' | 'skip' | 'edit' | 'outside'; code?: string; always?: 'command' }
     | { type: 'stop' }
     | { type: 'reset' }
-    | { type: 'switchFolder'; uri: string };
+    | { type: 'switchFolder'; uri: string }
+    /** A button in the view (Set API Key, Select Model, ...): one of errors.ts's VIEW_COMMANDS. */
+    | { type: 'command'; command: string };
 
 export type Status = 'idle' | 'thinking' | 'running';
 

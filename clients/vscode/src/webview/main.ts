@@ -20,6 +20,9 @@ import xml from 'highlight.js/lib/languages/xml';
 import yaml from 'highlight.js/lib/languages/yaml';
 import { Marked } from 'marked';
 import { markedHighlight } from 'marked-highlight';
+import { errorBox } from './errors';
+import { showModel, welcome } from './header';
+import { showUsage, type Usage } from './usage';
 
 interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
@@ -346,17 +349,18 @@ function setStatus(status: string): void {
         : status === 'waiting' ? 'Waiting for your answer…' : '';
 }
 
-function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
+function turn(t: { turnId: string; kind?: string; status: string; error?: string; errorKind?: string; usage?: Usage }): void {
     if (t.status === 'running') return setStatus(t.kind === 'execute' ? 'running' : 'thinking');
     setStatus('idle');
     expire(t.turnId, t.status);
     if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
-    if (t.status === 'error') showError(t.error ?? 'the turn failed');
+    if (t.status === 'error') showError(t.error ?? 'the turn failed', t.errorKind);
+    if (t.usage) showUsage(log, t.usage);
     scrollDown();
 }
 
-function showError(message: string): void {
-    log.append(el('div', 'oi-error', message));
+function showError(message: string, kind?: string): void {
+    log.append(errorBox(message, kind, (m) => vscode.postMessage(m)));
     scrollDown();
 }
 
@@ -404,6 +408,7 @@ function history(messages: Message[]): void {
         } else if (m.role === 'computer' && m.type === 'image') addImage(m.format, m.content);
         else if (m.role === 'computer' && m.type === 'code' && m.format === 'html') addHtml(m.content);
     }
+    if (!messages.length) log.append(welcome((x) => vscode.postMessage(x)));
     scrollDown();
 }
 
@@ -431,8 +436,12 @@ window.addEventListener('message', (event: MessageEvent) => {
         case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
         case 'history': return history(m.messages as Message[]);
         case 'user': return addUser(String(m.text));
-        case 'error': return showError(String(m.message));
-        case 'cleared': return clear();
+        case 'error': return showError(String(m.message), typeof m.errorKind === 'string' ? m.errorKind : undefined);
+        case 'cleared':
+            clear();
+            return void log.append(welcome((x) => vscode.postMessage(x)));
+        case 'model': return showModel(typeof m.model === 'string' ? m.model : undefined, (x) => vscode.postMessage(x));
+        case 'focus': return input.focus();
         case 'folders': return folders(m as unknown as Parameters<typeof folders>[0]);
     }
 });
