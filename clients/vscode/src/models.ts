@@ -16,12 +16,8 @@ export function modelItems(result: ModelsResult, typed: string): Item[] {
     const text = typed.trim();
     if (text) items.push({ label: `$(edit) ${text}`, description: 'use this litellm model string', alwaysShow: true, choice: { model: text } });
     if (result.model) items.push({ label: `$(check) ${result.model}`, description: 'in use', choice: { model: result.model } });
-    for (const server of result.local) {
+    for (const server of result.local.filter((s) => s.up)) {
         items.push({ label: `${server.name} (${server.url})`, kind: vscode.QuickPickItemKind.Separator });
-        if (!server.up) {
-            items.push({ label: `$(circle-slash) ${server.name} is not running`, description: server.error ?? '' });
-            continue;
-        }
         for (const model of server.models) items.push({ label: model, description: server.name, choice: { model, apiBase: server.url } });
     }
     if (result.profiles.length) {
@@ -32,6 +28,10 @@ export function modelItems(result: ModelsResult, typed: string): Item[] {
     for (const model of ['gpt-4o-mini', 'gpt-4o', 'claude-3-5-sonnet-latest', 'gemini/gemini-1.5-pro']) {
         items.push({ label: model, description: 'needs an API key (Set API Key)', choice: { model } });
     }
+    const down = result.local.filter((s) => !s.up);
+    if (down.length) items.push({ label: 'Local servers not running', kind: vscode.QuickPickItemKind.Separator });
+    // Said, so the user knows where the picker looked; nothing to pick.
+    for (const server of down) items.push({ label: `$(circle-slash) ${server.name}`, description: `not running at ${server.url}` });
     return items;
 }
 
@@ -49,7 +49,11 @@ export async function pickModel(fetch: Promise<ModelsResult>, current: string | 
         qp.items = modelItems(result, qp.value);
     }, () => { /* no server: the free text and the hosted models still work */ }).finally(() => { qp.busy = false; });
     const choice = await new Promise<Choice | undefined>((resolve) => {
-        qp.onDidAccept(() => resolve(qp.selectedItems[0]?.choice ?? (qp.value.trim() ? { model: qp.value.trim() } : undefined)));
+        qp.onDidAccept(() => {
+            const item = qp.selectedItems[0];
+            if (item && !item.choice) return; // a server that is not running: nothing to pick
+            resolve(item?.choice ?? (qp.value.trim() ? { model: qp.value.trim() } : undefined));
+        });
         qp.onDidHide(() => resolve(undefined));
         qp.show();
     });

@@ -13,6 +13,7 @@ export function usageText(u: Usage): string {
 
 /** The line under the turn, and the session's total in the header. */
 export function showUsage(log: HTMLElement, u: Usage): void {
+    if (!u.calls || !(u.promptTokens + u.completionTokens)) return; // no model call answered
     const line = document.createElement('div');
     line.className = 'oi-usage';
     line.textContent = usageText(u);
