@@ -32,24 +32,27 @@ OI_LSP = Path(sys.executable).with_name("oi-lsp")
 DOWN = "http://127.0.0.1:9"
 
 
-def theme(wb: Workbench, variant: str) -> None:
-    """Switch the colour theme with its picker (Ctrl+K Ctrl+T)."""
+def theme(wb: Workbench, variant: str, chat: bool = True) -> None:
+    """Switch the colour theme with its picker (Ctrl+K Ctrl+T). Without the chat view, no
+    Escape first either: it would close the notification to be shown."""
     name, css = THEMES[variant]
-    wb("keys", keys=["Escape", "Control+k", "Control+t"])
+    wb("keys", keys=["Escape", "Control+k", "Control+t"] if chat else ["Control+k", "Control+t"])
     wb("wait", selector=".quick-input-list .monaco-list-row", hasText="Dark Modern")
     wb("quickInput", text=name)
     wb("wait", selector=f".monaco-workbench.{css}")
-    wb("chatWait", selector=f"body.vscode-{variant}", state="attached")
+    if chat:  # the chat view repaints in the new colours
+        wb("chatWait", selector=f"body.vscode-{variant}", state="attached")
 
 
-def shots(wb: Workbench, name: str, setup: Callable[[], None] | None = None) -> None:
+def shots(wb: Workbench, name: str, setup: Callable[[], None] | None = None,
+          chat: bool = True) -> None:
     """A screenshot in each theme; `setup` brings back what a theme change closes (a picker,
     a dialog) and is left open after the last one."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     for variant in THEMES:
         if setup is not None:
             wb("keys", keys=["Escape"])
-        theme(wb, variant)
+        theme(wb, variant, chat)
         if setup is not None:
             setup()
         time.sleep(0.5)  # the webview repaints in the new colours

@@ -3,7 +3,7 @@ import * as vscode from 'vscode';
 import { ChatView, VIEW_ID, errorText } from './chatView';
 import { Conversations } from './conversations';
 import { pickModel, saveChoice, type ModelsResult } from './models';
-import { onInterpreterChange } from './python';
+import { onInterpreterChange, selectedInterpreter } from './python';
 import { folderOf, selectionChat } from './router';
 import { API_KEY_SECRET, Server } from './server';
 import { autoRunAllowed } from './settings';
@@ -53,7 +53,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const conversations = new Conversations(server, chat, context.globalStorageUri);
     const workspace = (): Record<string, unknown> => (chat.router.current ? { workspace: chat.router.current } : {});
 
+    server.installed.push(() => void chat.refresh());
     command('oi.openChat', () => chat.focusInput());
+    command('oi.installServer', async () => {
+        await server.install(await selectedInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri));
+    });
     command('oi.runSelectionAsInstruction', async () => {
         const sel = selection();
         if (!sel) return;

@@ -9,7 +9,8 @@ import {
 import { selectedInterpreter } from './python';
 import { INPUT, type InputParams, PROPOSAL, STREAM, TURN } from './router';
 import { configuredServer, folderUpdate, serverSettings, settingsUpdate } from './settings';
-import { findServer } from './serverPath';
+import { installServer, venvDir } from './install';
+import { findServer, type LookupEnv } from './serverPath';
 
 export const API_KEY_SECRET = 'oi.apiKey';
 
@@ -74,12 +75,17 @@ export class Server implements vscode.Disposable {
         const config = vscode.workspace.getConfiguration('oi');
         const extraArgs = config.get<string[]>('serverArgs') ?? [];
         const interpreter = await selectedInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri);
-        const found = findServer(configuredServer(config), interpreter, extraArgs,
-            { isExecutable, platform: process.platform, pathVar: process.env.PATH });
+        const found = findServer(configuredServer(config), interpreter, extraArgs, this.lookupEnv(),
+            venvDir(this.context.globalStorageUri));
         if (!found.ok) {
             this.output.error(found.message);
-            void vscode.window.showErrorMessage(found.message, 'Open Settings').then((choice) => {
-                if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', 'oi.serverPath');
+            if (this.offering) return undefined; // every request tries to start: one offer at a time
+            this.offering = true;
+            const actions = found.canInstall ? ['Install oi-lsp', 'Open Settings'] : ['Open Settings'];
+            void vscode.window.showErrorMessage(found.message, ...actions).then((choice) => {
+                this.offering = false;
+                if (choice === 'Install oi-lsp') void this.install(interpreter);
+                else if (choice) void vscode.commands.executeCommand('workbench.action.openSettings', 'oi.serverPath');
             });
             return undefined;
         }
@@ -159,6 +165,35 @@ export class Server implements vscode.Disposable {
         setTimeout(() => {
             if (!this.turnErrors.has(params.message)) show();
         }, 1500);
+    }
+
+    private lookupEnv(): LookupEnv {
+        return { isExecutable, platform: process.platform, pathVar: process.env.PATH };
+    }
+
+    /** The "oi-lsp was not found" message is showing. */
+    private offering = false;
+    /** Listeners told when a server started after Install oi-lsp (the chat reloads). */
+    readonly installed: Array<() => void> = [];
+
+    /** Install oi-lsp into the extension's own environment, then start it. */
+    async install(interpreter: string | undefined): Promise<void> {
+        try {
+            const server = await installServer(this.context.globalStorageUri, interpreter, this.lookupEnv(), this.output);
+            if (!server) return;
+            this.output.info(`installed ${server}`);
+            if (await this.get()) {
+                void vscode.window.showInformationMessage('Open Interpreter: oi-lsp is installed and running.');
+                for (const listener of this.installed) listener();
+            }
+        } catch (err) {
+            this.output.error(`install: ${String(err)}`);
+            const choice = await vscode.window.showErrorMessage(
+                `Open Interpreter: installing oi-lsp failed: ${err instanceof Error ? err.message : String(err)}`,
+                'Show Output', 'Try Again');
+            if (choice === 'Show Output') this.output.show();
+            else if (choice === 'Try Again') await this.install(interpreter);
+        }
     }
 
     /** The settings for a server that has had none yet. */
