@@ -28,9 +28,13 @@ export type ToWebview =
     | { type: 'user'; text: string; context?: Record<string, unknown> }
     | { type: 'resources'; repl: Record<string, unknown>; elapsed?: number }
     | { type: 'run'; language: string; code: string }
-    | { type: 'error'; message: string }
+    | { type: 'error'; message: string; errorKind?: string }
     | { type: 'approved'; proposalId: string; code: string }
-    | { type: 'cleared' };
+    | { type: 'cleared' }
+    /** The folder's effective model, for the header and the welcome. */
+    | { type: 'model'; model?: string }
+    /** Put the cursor in the input (Open Chat). */
+    | { type: 'focus' };
 
 /** A code block's or an output's own action (copy, insert, open, an image's open or save). */
 export type CodeAction =
@@ -54,7 +58,9 @@ export type FromWebview =
     | { type: 'reset' }
     | { type: 'editInEditor'; proposalId: string; language: string; code: string }
     | { type: 'runEdited'; proposalId: string }
-    | { type: 'switchFolder'; uri: string };
+    | { type: 'switchFolder'; uri: string }
+    /** A button in the view (Set API Key, Select Model, ...): one of errors.ts's VIEW_COMMANDS. */
+    | { type: 'command'; command: string };
 
 export type Status = 'idle' | 'thinking' | 'waiting' | 'running';
 
