@@ -114,6 +114,7 @@ def test_model_picker_lists_local_servers_and_sets_the_folder_model(
     rows = wb("eval", expression="""[...document.querySelectorAll(
         '.quick-input-list .monaco-list-row')].map((r) => r.textContent)""")
     assert any("not running at http://127.0.0.1:9" in r for r in rows), rows  # one down, said
+    assert not any("Error" in r for r in rows), rows  # plain words, no "ConnectError: ..."
     wb("click", selector=".quick-input-list .monaco-list-row", hasText="openai/scripted")
     wb("chatWait", selector="#oi-model", hasText="Model: openai/scripted")
     deadline = time.monotonic() + 20  # the two settings are written one after the other

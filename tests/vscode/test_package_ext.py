@@ -30,8 +30,13 @@ def test_readme_images_exist_and_settings_read_well() -> None:
     assert images and all((EXT / i).is_file() for i in images), images
     manifest = json.loads((EXT / "package.json").read_text())
     assert "Other" not in manifest["categories"]
-    config = manifest["contributes"]["configuration"]
-    assert config["title"] == "Open Interpreter"
-    for key, prop in config["properties"].items():
+    sections = manifest["contributes"]["configuration"]
+    # Sections whose ids start with the settings' own prefix: the Settings editor then drops
+    # the "Oi:" it would put before each setting (it reads "Api Base" under Open Interpreter).
+    assert [c["title"] for c in sections] == ["Model", "Running code", "Server"]
+    properties = {k: v for c in sections for k, v in c["properties"].items()}
+    assert all(c["id"].startswith("oi.") for c in sections)
+    assert all(k.startswith("oi.") for k in properties) and len(properties) >= 9
+    for key, prop in properties.items():
         text = prop.get("markdownDescription") or prop.get("description") or ""
         assert len(text) > 20 and text[0].isupper() and text.rstrip().endswith("."), key
