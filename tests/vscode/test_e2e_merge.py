@@ -4,15 +4,31 @@ main screens in both themes (test-artifacts/vsc-merge/)."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
+from oi_lsp.client import OIClient
+from tests import modelserver as ms
+from tests.modelserver import ModelServer
+from tests.vscode.conftest import ROOT, code_server
 from tests.vscode.workbench import ARTIFACTS, Workbench
 
 pytestmark = pytest.mark.timeout(1800)  # the first scenario starts the stack
 
 SHOTS = ARTIFACTS / "vsc-merge"
+OI_LSP = Path(sys.executable).with_name("oi-lsp")
+# Ctrl+K Ctrl+T names the default themes so; the workbench's class tells which one shows.
+THEMES = {"light": ("Light Modern", ".monaco-workbench.vs:not(.vs-dark)"),
+          "dark": ("Dark Modern", ".monaco-workbench.vs-dark")}
 TOC_HAS_OI = """[...document.querySelectorAll('.settings-toc-container .monaco-list-row')]
     .some((r) => r.textContent.includes('Open Interpreter'))"""
 
@@ -41,3 +57,83 @@ def test_settings_read_as_open_interpreter(vscode: tuple[Workbench, Path]) -> No
     assert any("Open Interpreter" in t for t in toc), toc
     wb("keys", keys=["Escape", "Control+w"])  # close the Settings editor
     wb("chatFill", selector="#oi-input", text="")  # F1 may have typed into the focused input
+
+
+def themed_shots(wb: Workbench, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for label, (theme, selector) in THEMES.items():
+        wb("keys", keys=["Escape", "Control+k", "Control+t"])  # Preferences: Color Theme
+        wb("wait", selector=".quick-input-widget .monaco-list-row", hasText=theme)
+        wb("quickInput", text=theme)
+        wb("wait", selector=selector, timeout=30000)
+        time.sleep(0.5)  # the webview repaints in the new colours
+        wb("screenshot", path=str(SHOTS / f"{name}-{label}.png"))
+
+
+def daemons(runtime: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if (proc.info["cmdline"] or [])[-2:] == ["oi_lsp", "daemon"] and \
+                    proc.environ().get("OI_LSP_RUNTIME_DIR") == str(runtime):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def shared(vscode_stack: Path, stack_env: dict[str, str], vsix: Path,
+           model_server: ModelServer) -> Iterator[tuple[Workbench, Path, dict[str, str]]]:
+    """VS Code on a folder through the user's shared oi-lsp daemon (not standalone), and the
+    environment a second client (the terminal's, another editor's) attaches to it with."""
+    base = Path(tempfile.mkdtemp(prefix="oiv-", dir="/tmp"))  # a socket path is short
+    workspace = base / "project"
+    workspace.mkdir()
+    env = {"OI_LSP_STANDALONE": "0", "OI_LSP_RUNTIME_DIR": str(base / "run"),
+           "OI_LSP_DATA_DIR": str(base / "cs" / "data"), "OI_LSP_DAEMON_IDLE": "120",
+           "PYTHONPATH": str(ROOT)}
+    try:
+        with code_server(vscode_stack, stack_env, vsix, base / "cs", open_path=workspace,
+                         settings={"oi.serverPath": str(OI_LSP), "oi.model": "openai/scripted",
+                                   "oi.apiBase": model_server.url},
+                         extra_env={**env, "OI_API_KEY": "sk-from-env"}) as wb:
+            wb("command", title="Open Interpreter: Open Chat")
+            wb("chatWait", selector="#oi-header:not([hidden])")
+            yield wb, workspace, env
+    finally:
+        for proc in daemons(base / "run"):
+            proc.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_proposal_answered_in_another_client(
+        shared: tuple[Workbench, Path, dict[str, str]], model: ModelServer) -> None:
+    wb, workspace, env = shared
+    loop = asyncio.new_event_loop()
+    other = OIClient()
+
+    def step(coroutine: Any) -> Any:
+        return loop.run_until_complete(coroutine)
+
+    try:
+        step(other.start(env=env))
+        step(other.initialize([workspace], options=model.settings()))
+        model.script(ms.tool("python", "print('answered over there', 6 * 7)"),
+                     ms.text("Done there."))
+        wb("chatSend", text="print something")
+        wb("chatWait", selector=".oi-proposal .oi-actions")
+        proposal = step(other.wait_for("oi/proposal", timeout=60))
+        step(other.approve(proposal["proposalId"], "run"))
+        wb("chatWait", selector=".oi-elsewhere", hasText="Answered in another client: run")
+        box = wb("chatEval", expression=f"""(() => {{
+            const box = document.querySelector('[data-proposal-id="{proposal["proposalId"]}"]');
+            return {{ buttons: box.querySelectorAll('button.oi-run, button.oi-skip').length,
+                      note: box.querySelector('.oi-note')?.textContent }}; }})()""")
+        assert box["buttons"] == 0, box
+        wb.wait_output("answered over there 42")
+        wb("chatWait", selector=".oi-assistant", hasText="Done there.")
+        themed_shots(wb, "answered-elsewhere")
+    finally:
+        step(other.close())
+        loop.close()

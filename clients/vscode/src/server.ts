@@ -7,7 +7,7 @@ import {
     MessageType, ShowMessageNotification, type ShowMessageParams,
 } from 'vscode-languageclient/node';
 import { selectedInterpreter } from './python';
-import { INPUT, type InputParams, PROPOSAL, RESOURCES, STREAM, TURN } from './router';
+import { ANSWERED, INPUT, type InputParams, PROPOSAL, RESOURCES, STREAM, TURN } from './router';
 import { configuredServer, folderUpdate, serverSettings, settingsUpdate } from './settings';
 import { installServer, venvDir } from './install';
 import { findServer, type LookupEnv } from './serverPath';
@@ -123,7 +123,7 @@ export class Server implements vscode.Disposable {
             }, token);
             return value === undefined ? null : { value };
         });
-        for (const method of [STREAM, PROPOSAL, TURN, RESOURCES]) {
+        for (const method of [STREAM, PROPOSAL, TURN, RESOURCES, ANSWERED]) {
             client.onNotification(method, (params: unknown) => {
                 if (method === TURN) this.noteTurnError(params);
                 for (const listener of this.listeners) listener(method, params);

@@ -371,6 +371,21 @@ function approvedElsewhere(proposalId: string, code: string): void {
     if (box?.querySelector('.oi-actions')) applyDecision(box, 'edit', code);
 }
 
+const DECISIONS: Record<string, string> = {
+    run: 'run', skip: 'skipped', edit: 'run edited', outside: 'run outside the sandbox',
+};
+
+/** oi/answered: the first answer won. Our own answer already took the buttons away; one given
+ * in another client (a second editor, the terminal) takes them away here, and says so. */
+function answeredElsewhere(proposalId: string, decision: string): void {
+    const box = log.querySelector<HTMLElement>(`[data-proposal-id="${CSS.escape(proposalId)}"]`);
+    if (!box?.querySelector('.oi-actions')) return;
+    const known = decision in DECISIONS ? decision as 'run' | 'skip' | 'edit' | 'outside' : 'run';
+    applyDecision(box, known);
+    box.append(el('div', 'oi-elsewhere', `Answered in another client: ${DECISIONS[known]}.`));
+    scrollDown();
+}
+
 /** A turn ended: its unanswered proposals can no longer be answered; what ran says so. */
 function expire(turnId: string, status: string): void {
     const ended: Record<string, string> = status === 'stopped'
@@ -528,6 +543,7 @@ window.addEventListener('message', (event: MessageEvent) => {
         case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
         case 'history': return history(m.messages as Message[]);
         case 'approved': return approvedElsewhere(String(m.proposalId), String(m.code));
+        case 'answered': return answeredElsewhere(String(m.proposalId), String(m.decision));
         case 'user': return addUser(String(m.text), m.context as Context | undefined);
         case 'resources': return status.resources((m.repl ?? {}) as Figures, m.elapsed as number | undefined);
         case 'error': return showError(String(m.message), typeof m.errorKind === 'string' ? m.errorKind : undefined);
