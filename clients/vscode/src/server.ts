@@ -6,7 +6,8 @@ import {
     type StaticFeature, type ClientCapabilities, type FeatureState,
     MessageType, ShowMessageNotification, type ShowMessageParams,
 } from 'vscode-languageclient/node';
-import { selectedInterpreter } from './python';
+import { pythonEnvironments, selectedInterpreter } from './python';
+import { type PythonFolder, PythonSync } from './pythonSetting';
 import { ANSWERED, INPUT, type InputParams, PROPOSAL, RESOURCES, STREAM, TURN } from './router';
 import { configuredServer, folderUpdate, serverSettings, settingsUpdate } from './settings';
 import { installServer, venvDir } from './install';
@@ -23,6 +24,14 @@ class OiFeature implements StaticFeature {
     }
     initialize(): void { /* nothing to set up: the capability is all */ }
     clear(): void { /* nothing to undo */ }
+}
+
+function pythonFolders(): PythonFolder[] {
+    if (!vscode.workspace.isTrusted) return [];
+    return (vscode.workspace.workspaceFolders ?? []).map((folder) => {
+        const configured = vscode.workspace.getConfiguration('oi', folder.uri).get<string>('python')?.trim();
+        return { uri: folder.uri.toString(), resource: folder.uri, configured: configured || undefined };
+    });
 }
 
 function isExecutable(file: string): boolean {
@@ -46,6 +55,9 @@ export class Server implements vscode.Disposable {
     private readonly turnErrors = new Set<string>();
     /** What each folder of a multi-root workspace last sent with oi/configure, by folder URI. */
     private folderSent = new Map<string, Record<string, unknown>>();
+    /** Each folder's Python for the server, and the client it goes to. */
+    private pythons: Promise<PythonSync> | undefined;
+    private pythonClient: LanguageClient | undefined;
 
     constructor(private readonly context: vscode.ExtensionContext) {
         this.output = vscode.window.createOutputChannel('Open Interpreter', { log: true });
@@ -200,6 +212,7 @@ export class Server implements vscode.Disposable {
     private async freshSettings(): Promise<Record<string, unknown>> {
         this.sent = undefined;
         this.folderSent = new Map();
+        (await this.pythonSync()).reset();
         return this.settings();
     }
 
@@ -216,6 +229,7 @@ export class Server implements vscode.Disposable {
      * window's, sent above), as oi/configure for that folder: the server does not ask per folder.
      */
     private async pushFolders(client: LanguageClient): Promise<void> {
+        await this.pushPython(client);
         if (!vscode.workspace.workspaceFile) return;
         for (const folder of vscode.workspace.workspaceFolders ?? []) {
             const config = vscode.workspace.getConfiguration('oi', folder.uri);
@@ -230,6 +244,30 @@ export class Server implements vscode.Disposable {
                 this.output.error(`settings of folder ${folder.name}: ${String(err)}`);
                 void vscode.window.showErrorMessage(`Open Interpreter: the settings of folder ${folder.name} were refused: ${err instanceof Error ? err.message : String(err)}`);
             }
+        }
+    }
+
+    /** Each folder's Python: `oi.python`, else the interpreter the Python extension selected
+     * for it (sent again when the user selects another); nothing in an untrusted workspace. */
+    private pythonSync(): Promise<PythonSync> {
+        this.pythons ??= pythonEnvironments().then((envs) => {
+            const sync = new PythonSync(envs, pythonFolders, async (workspace, python) => {
+                await this.pythonClient?.sendRequest('oi/configure', { workspace, python });
+                this.output.info(`python of ${workspace}: ${python}`);
+            });
+            const watching = sync.watch();
+            if (watching) this.context.subscriptions.push(watching as vscode.Disposable);
+            return sync;
+        });
+        return this.pythons;
+    }
+
+    private async pushPython(client: LanguageClient): Promise<void> {
+        this.pythonClient = client;
+        try {
+            await (await this.pythonSync()).sync();
+        } catch (err) {
+            this.output.error(`the folders' Python: ${String(err)}`);
         }
     }
 

@@ -21,6 +21,9 @@ export interface ServerSettings {
     trusted: boolean;
     /** A profile of the user's config folder (docs/protocol.md, Profiles). */
     profile?: string;
+    /** The interpreter the Python kernel runs in (`oi.python`; the Python extension's per folder
+     * is sent with oi/configure, see pythonSetting.ts). */
+    python?: string;
 }
 
 function nonEmpty(value: unknown): string | undefined {
@@ -47,6 +50,8 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     if (vision === 'on' || vision === 'off') settings.vision = vision === 'on';
     const profile = nonEmpty(config.get('profile'));
     if (profile) settings.profile = profile;
+    const python = nonEmpty(config.get('python'));
+    if (python) settings.python = python;
     if (apiKey) settings.apiKey = apiKey;
     return settings;
 }

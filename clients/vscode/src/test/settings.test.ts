@@ -9,11 +9,11 @@ function config(values: Record<string, unknown>): ConfigReader {
 test('the oi settings reach the server with the API key, empty values left out', () => {
     const settings = serverSettings(config({
         model: ' openai/scripted ', apiBase: 'http://127.0.0.1:9/v1', autoRun: true, executionTimeout: 30,
-        serverPath: '/x/oi-lsp',
+        serverPath: '/x/oi-lsp', python: ' .venv/bin/python ',
     }), true, 'sk-secret');
     assert.deepEqual(settings, {
         model: 'openai/scripted', apiBase: 'http://127.0.0.1:9/v1', autoRun: true, executionTimeout: 30,
-        apiKey: 'sk-secret', trusted: true,
+        apiKey: 'sk-secret', trusted: true, python: '.venv/bin/python',
     });
     assert.deepEqual(serverSettings(config({ model: '', apiBase: '   ', executionTimeout: null }), true),
         { autoRun: false, trusted: true });
