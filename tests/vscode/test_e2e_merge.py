@@ -5,6 +5,7 @@ main screens in both themes (test-artifacts/vsc-merge/)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import tempfile
@@ -29,6 +30,7 @@ OI_LSP = Path(sys.executable).with_name("oi-lsp")
 # Ctrl+K Ctrl+T names the default themes so; the workbench's class tells which one shows.
 THEMES = {"light": ("Light Modern", ".monaco-workbench.vs:not(.vs-dark)"),
           "dark": ("Dark Modern", ".monaco-workbench.vs-dark")}
+STATUS_TEXT = "document.getElementById('oi-status-text').textContent"
 TOC_HAS_OI = """[...document.querySelectorAll('.settings-toc-container .monaco-list-row')]
     .some((r) => r.textContent.includes('Open Interpreter'))"""
 
@@ -59,14 +61,83 @@ def test_settings_read_as_open_interpreter(vscode: tuple[Workbench, Path]) -> No
     wb("chatFill", selector="#oi-input", text="")  # F1 may have typed into the focused input
 
 
+
+FIGURES = re.compile(r"^python · \d+ s · \d+% CPU · \d+ MB$")
+
+
+def test_a_tour_in_both_themes(vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    """The screens a new user meets, in Light Modern and Dark Modern: a streamed answer with a
+    Python block, a high-risk proposal, a run with its output and status line, an error with
+    its button, the conversations picker, the welcome of a new conversation."""
+    wb, _ = vscode
+    # Markdown with a Python block, then the proposal to try it (a reply of text alone would
+    # have its python block proposed as code to run).
+    model.script(ms.tool("python", "print(mean_of([1, 2, 3]))", say=(
+        "A helper:\n\n```python\nimport statistics\n\ndef mean_of(xs: list[float]) -> float:\n"
+        "    \"\"\"The mean, or 0 for none.\"\"\"\n    if not xs:\n        return 0.0\n"
+        "    return statistics.mean(xs)\n```\n\n| call | gives |\n|---|---|\n"
+        "| `mean_of([1, 2, 3])` | 2 |\n\n> It needs the helper defined first.\n\n")),
+        ms.text("Skipped, fine."))
+    wb("chatSend", text="write a mean helper")
+    wb("chatWait", selector=".oi-assistant pre code .hljs-keyword")
+    wb("chatWait", selector=".oi-proposal .oi-actions")
+    themed_shots(wb, "answer-with-code")
+    wb.answer("skip")
+    wb("chatWait", selector=".oi-assistant", hasText="Skipped, fine.")
+    wb.wait_idle()
+
+    model.script(ms.tool("shell", "sudo shutdown -h now"), ms.text("Left it."))
+    wb("chatSend", text="shut the machine down")
+    wb("chatWait", selector=".oi-proposal .oi-risk-high")
+    themed_shots(wb, "risk-high")
+    wb.answer("skip")
+    wb("chatWait", selector=".oi-assistant", hasText="Left it.")
+    wb.wait_idle()
+
+    model.script(ms.tool("python", "import time\nprint('crunching')\nstart = time.time()\n"
+                                   "while time.time() - start < 25:\n    pass\nprint('crunched')"),
+                 ms.text("Crunched."))
+    wb("chatSend", text="crunch for a while")
+    wb.answer("run")
+    wb.wait_output("crunching")
+    deadline = time.monotonic() + 20
+    while not FIGURES.match(wb("chatEval", expression=STATUS_TEXT) or ""):
+        assert time.monotonic() < deadline, wb("chatEval", expression=STATUS_TEXT)
+        time.sleep(0.3)
+    themed_shots(wb, "run-with-status")
+    wb("chatWait", selector=".oi-assistant", hasText="Crunched.", timeout=90000)
+    wb.wait_idle()
+
+    model.script(ms.error(404, "The model `openai/scripted` does not exist."))
+    wb("chatSend", text="and now?")
+    wb("chatWait", selector=".oi-error button.oi-error-action", hasText="Select Model")
+    themed_shots(wb, "error-with-button")
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for label, (theme, selector) in THEMES.items():
+        set_theme(wb, theme, selector)
+        wb("command", title="Open Interpreter: Conversations")
+        wb("wait", selector=".quick-input-list .monaco-list-row", hasText="write a mean helper")
+        time.sleep(0.5)
+        wb("screenshot", path=str(SHOTS / f"conversations-{label}.png"))
+        wb("keys", keys=["Escape"])
+
+    wb("command", title="Open Interpreter: New Conversation")
+    wb("chatWait", selector=".oi-welcome")
+    themed_shots(wb, "welcome")
+
+def set_theme(wb: Workbench, theme: str, selector: str) -> None:
+    wb("keys", keys=["Escape", "Control+k", "Control+t"])  # Preferences: Color Theme
+    wb("wait", selector=".quick-input-widget .monaco-list-row", hasText=theme)
+    wb("quickInput", text=theme)
+    wb("wait", selector=selector, timeout=30000)
+    time.sleep(0.5)  # the webview repaints in the new colours
+
+
 def themed_shots(wb: Workbench, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     for label, (theme, selector) in THEMES.items():
-        wb("keys", keys=["Escape", "Control+k", "Control+t"])  # Preferences: Color Theme
-        wb("wait", selector=".quick-input-widget .monaco-list-row", hasText=theme)
-        wb("quickInput", text=theme)
-        wb("wait", selector=selector, timeout=30000)
-        time.sleep(0.5)  # the webview repaints in the new colours
+        set_theme(wb, theme, selector)
         wb("screenshot", path=str(SHOTS / f"{name}-{label}.png"))
 
 
