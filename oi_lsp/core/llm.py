@@ -78,6 +78,9 @@ class ModelError(Exception):
 # not call without one, and a local OpenAI-compatible server (llama.cpp, vLLM, LM Studio)
 # wants none. A server that does want one answers 401, which then reads as "no key".
 NO_KEY = "no-key-set"
+# What a local server (Ollama, LM Studio, ...) is sent when the user set no key: one that
+# answers 401 wants a key, so that is a missing key, not a wrong one.
+LOCAL_KEY = "local"
 CLOSE_GRACE = 2.0  # seconds closing a stopped model stream may take
 
 
@@ -161,7 +164,7 @@ def completion_args(litellm: ModuleType, settings: Settings,
     elif model_presets.is_local(settings.model, settings.api_base):
         # A local server wants no key, but litellm's OpenAI client insists on one; never send
         # the user's real OPENAI_API_KEY to it.
-        args["api_key"] = "local"
+        args["api_key"] = LOCAL_KEY
     elif settings.api_base and _keys_missing(litellm, settings):
         args["api_key"] = NO_KEY
     if settings.temperature is not None:
@@ -184,7 +187,7 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
     try:
         response = await litellm.acompletion(**args)
     except Exception as exc:
-        raise describe_error(exc, settings, args.get("api_key") == NO_KEY) from None
+        raise describe_error(exc, settings, args.get("api_key") in (NO_KEY, LOCAL_KEY)) from None
     try:
         calls: dict[int, ToolCall] = {}
         async for chunk in response:
@@ -210,7 +213,7 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        raise describe_error(exc, settings, args.get("api_key") == NO_KEY) from None
+        raise describe_error(exc, settings, args.get("api_key") in (NO_KEY, LOCAL_KEY)) from None
     finally:
         # Close the HTTP stream at once: on stop, a hosted model would go on generating
         # (and billing) tokens nobody reads.

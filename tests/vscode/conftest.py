@@ -3,6 +3,7 @@ code-server, playwright-core, Chromium) that scripts/setup.d/50-vscode installs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,6 +122,61 @@ def vscode(vscode_stack: Path, stack_env: dict[str, str], vsix: Path, model_serv
         if workbench is not None:
             workbench.close()
         # code-server leaves a watcher child: stop the whole group (its server, oi-lsp, kernels).
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+@contextlib.contextmanager
+def code_server(stack: Path, env: dict[str, str], vsix: Path, base: Path, *,
+                settings: dict[str, Any], open_path: Path,
+                extra_env: dict[str, str] | None = None,
+                drop_env: Sequence[str] = ()) -> Iterator[Workbench]:
+    """A code-server of its own (user settings, environment, folder or .code-workspace to open)
+    with the .vsix installed, and a Workbench on it; for scenarios the shared `vscode` fixture
+    cannot hold (no API key, several folders, no oi-lsp). Stopped with its whole group."""
+    user = base / "ud" / "User"
+    user.mkdir(parents=True)
+    (user / "settings.json").write_text(json.dumps({
+        "workbench.startupEditor": "none", "telemetry.telemetryLevel": "off",
+        "security.workspace.trust.enabled": False, "extensions.autoUpdate": False,
+        "workbench.tips.enabled": False, "chat.disableAIFeatures": True, **settings}))
+    binary = stack / "cs" / "node_modules" / ".bin" / "code-server"
+    dirs = ["--user-data-dir", str(base / "ud"), "--extensions-dir", str(base / "ext")]
+    run([binary, *dirs, "--install-extension", vsix], env=env, timeout=300)
+    port = free_port()
+    full = {**env, "PYTHONPATH": str(ROOT), "OI_LSP_DATA_DIR": str(base / "data"),
+            **(extra_env or {})}
+    for name in drop_env:
+        full.pop(name, None)
+    log = (base / "code-server.log").open("w")
+    server = subprocess.Popen(
+        [binary, "--bind-addr", f"127.0.0.1:{port}", "--auth", "none", "--disable-telemetry",
+         "--disable-update-check", *dirs, str(open_path)],
+        env=full, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    workbench = None
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read()
+                break
+            except OSError:
+                assert server.poll() is None, (base / "code-server.log").read_text()
+                assert time.monotonic() < deadline, "code-server did not answer in 120 s"
+                time.sleep(0.5)
+        ARTIFACTS.mkdir(exist_ok=True)
+        workbench = Workbench(env)
+        kind = "workspace" if open_path.suffix == ".code-workspace" else "folder"
+        workbench("open", url=f"http://127.0.0.1:{port}/?{kind}={open_path}")
+        yield workbench
+    finally:
+        if workbench is not None:
+            workbench.close()
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=20)

@@ -143,6 +143,10 @@ const ops = {
         const frame = await chatFrame();
         return frame.evaluate(expression);
     },
+    /** Evaluate an expression in the workbench page itself (not the chat's frame). */
+    async eval({ expression }) {
+        return page.evaluate(expression);
+    },
     async screenshot({ path }) {
         await page.screenshot({ path });
     },

@@ -1,6 +1,7 @@
 // The chat: a WebviewView in the "Open Interpreter" activity-bar container.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
+import { VIEW_COMMANDS } from './errors';
 import { type Folder, type FromWebview, isCodeAction, Router, type ToWebview } from './router';
 import * as os from 'node:os';
 import { runCodeAction } from './codeActions';
@@ -20,6 +21,8 @@ export class ChatView implements vscode.WebviewViewProvider {
     readonly router = new Router(folders());
     /** Proposals edited in editor tabs ("Run edited" in their title bar). */
     readonly edits = new EditTabs((proposalId, code) => this.runEdited(proposalId, code));
+    /** Open Chat asked for the input's focus: given again once the page is ready. */
+    private wantFocus = false;
 
     constructor(private readonly extensionUri: vscode.Uri, private readonly server: Server,
         private readonly storage: vscode.Uri = vscode.Uri.file(os.tmpdir())) {
@@ -45,6 +48,25 @@ export class ChatView implements vscode.WebviewViewProvider {
     /** Reveal the view (Open Chat, Run Selection as Instruction). */
     async reveal(): Promise<void> {
         await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+    }
+
+    /** Reveal the view with the cursor in its input (Open Chat). */
+    async focusInput(): Promise<void> {
+        this.wantFocus = true;
+        await this.reveal();
+        this.post({ type: 'focus' });
+        setTimeout(() => { this.wantFocus = false; }, 5000);
+    }
+
+    /** The header's model: the folder's effective one (settings, profiles, OI_MODEL). */
+    async showModel(): Promise<void> {
+        try {
+            const result = await this.server.request<{ settings: { model?: string } }>(
+                'oi/configure', this.router.current ? { workspace: this.router.current } : {});
+            this.post({ type: 'model', model: result.settings.model });
+        } catch {
+            this.post({ type: 'model' });
+        }
     }
 
     /** The folders, the current one, trust and auto-run, for the view's header. */
@@ -73,6 +95,7 @@ export class ChatView implements vscode.WebviewViewProvider {
             const history = await this.server.request<{ workspace: string; messages: unknown[] }>(
                 'oi/history', this.router.current ? { workspace: this.router.current } : {});
             this.post({ type: 'history', workspace: history.workspace, messages: history.messages });
+            void this.showModel();
             // A proposal asked before the view (re)loaded can still be answered.
             for (const proposal of this.router.pendingProposals()) this.post({ type: 'proposal', proposal });
         } catch (err) {
@@ -93,7 +116,14 @@ export class ChatView implements vscode.WebviewViewProvider {
     }
 
     private async receive(message: FromWebview): Promise<void> {
-        if (message.type === 'ready') return this.refresh();
+        if (message.type === 'ready') {
+            if (this.wantFocus) this.post({ type: 'focus' });
+            return this.refresh();
+        }
+        if (message.type === 'command') {
+            if (VIEW_COMMANDS.has(message.command)) await vscode.commands.executeCommand(message.command);
+            return;
+        }
         if (message.type === 'editInEditor') return this.edits.open(message.proposalId, message.language, message.code);
         if (message.type === 'runEdited') {
             return this.edits.runProposal(message.proposalId).catch((err: unknown) => this.post({ type: 'error', message: errorText(err) }));

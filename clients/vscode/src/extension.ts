@@ -1,11 +1,15 @@
 // Entry point: wires the server, the chat view and the commands together.
 import * as vscode from 'vscode';
 import { ChatView, VIEW_ID, errorText } from './chatView';
-import { onInterpreterChange } from './python';
+import { Conversations } from './conversations';
+import { pickModel, saveChoice, type ModelsResult } from './models';
+import { onInterpreterChange, selectedInterpreter } from './python';
 import { folderOf, selectionChat } from './router';
 import { API_KEY_SECRET, Server } from './server';
 import { autoRunAllowed } from './settings';
 import { StatusBar } from './statusBar';
+
+export const DOCS_URL = 'https://github.com/oi-lsp/oi-lsp/blob/main/clients/vscode/README.md';
 
 let running: Server | undefined;
 
@@ -56,7 +60,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         return text.trim() ? { text, editor } : undefined;
     };
 
-    command('oi.openChat', () => chat.reveal());
+    const conversations = new Conversations(server, chat, context.globalStorageUri);
+    const workspace = (): Record<string, unknown> => (chat.router.current ? { workspace: chat.router.current } : {});
+
+    server.installed.push(() => void chat.refresh());
+    command('oi.openChat', () => chat.focusInput());
+    command('oi.installServer', async () => {
+        await server.install(await selectedInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri));
+    });
     command('oi.runSelectionAsInstruction', async () => {
         const sel = selection();
         if (!sel) return;
@@ -80,9 +91,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     command('oi.runEdited', () => chat.edits.runActive());
     command('oi.stop', () => server.request('oi/stop', chat.router.current ? { workspace: chat.router.current } : {}));
     command('oi.reset', async () => {
-        await server.request('oi/reset', chat.router.current ? { workspace: chat.router.current } : {});
+        const answer = await vscode.window.showWarningMessage('Reset the session?', {
+            modal: true,
+            detail: 'This starts a new conversation and restarts Python, so its variables are lost. ' +
+                'The current conversation stays saved: open it again from Conversations.',
+        }, 'Reset');
+        if (answer !== 'Reset') return;
+        await server.request('oi/reset', workspace());
         chat.post({ type: 'cleared' });
     });
+    command('oi.conversations', () => conversations.pick());
+    command('oi.newConversation', () => conversations.create());
+    command('oi.exportConversation', () => conversations.export(undefined));
+    command('oi.openSettings', () => vscode.commands.executeCommand('workbench.action.openSettings', '@ext:oi-lsp.oi-lsp'));
+    command('oi.openDocs', () => vscode.env.openExternal(vscode.Uri.parse(DOCS_URL)));
     command('oi.toggleAutoRun', async () => {
         const config = vscode.workspace.getConfiguration('oi');
         const on = config.get<boolean>('autoRun') === true;
@@ -94,12 +116,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         void vscode.window.showInformationMessage(`Open Interpreter: auto-run ${on ? 'off' : 'on'}.`);
     });
     command('oi.selectModel', async () => {
-        const config = vscode.workspace.getConfiguration('oi');
-        const model = await vscode.window.showInputBox({
-            title: 'Open Interpreter: model', value: config.get<string>('model') ?? '',
-            prompt: 'A litellm model string: gpt-4o-mini, ollama/llama3.1, openai/<name> for an OpenAI-compatible server',
-        });
-        if (model !== undefined) await config.update('model', model.trim(), vscode.ConfigurationTarget.Global);
+        const folder = chat.router.current ? vscode.Uri.parse(chat.router.current) : undefined;
+        const current = vscode.workspace.getConfiguration('oi', folder).get<string>('model') || undefined;
+        const choice = await pickModel(server.request<ModelsResult>('oi/models', workspace()), current);
+        if (!choice) return;
+        await saveChoice(choice, folder);
+        await server.pushSettings();
+        await chat.showModel();
     });
     command('oi.setApiKey', async () => {
         const key = await vscode.window.showInputBox({
@@ -126,11 +149,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             if (e.affectsConfiguration('oi.serverPath') || e.affectsConfiguration('oi.serverArgs')) {
                 void server.restart().then(() => chat.refresh());
             } else if (e.affectsConfiguration('oi')) {
-                void server.pushSettings();
+                void server.pushSettings().then(() => chat.showModel());
                 chat.updateHeader();
             }
         }),
-        vscode.workspace.onDidChangeWorkspaceFolders(() => void chat.refresh()),
+        vscode.workspace.onDidChangeWorkspaceFolders(() => void server.pushSettings().then(() => chat.refresh())),
         vscode.workspace.onDidGrantWorkspaceTrust(() => {
             // The server learns the workspace is trusted now (it never auto-ran before).
             void server.pushSettings();

@@ -1,5 +1,6 @@
 // The Python interpreter selected in the Python extension (ms-python.python), when installed.
 import * as vscode from 'vscode';
+import type { PythonEnvironments } from './pythonSetting';
 
 interface PythonApi {
     environments?: {
@@ -37,4 +38,9 @@ export async function selectedInterpreter(resource?: vscode.Uri): Promise<string
 export async function onInterpreterChange(listener: () => void): Promise<vscode.Disposable | undefined> {
     const event = (await api())?.environments?.onDidChangeActiveEnvironmentPath;
     return event ? event(listener) : undefined;
+}
+
+/** The Python extension's environments API (for each folder's `python`), when installed. */
+export async function pythonEnvironments(): Promise<PythonEnvironments | undefined> {
+    return (await api())?.environments as PythonEnvironments | undefined;
 }

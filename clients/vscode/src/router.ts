@@ -8,6 +8,8 @@ export const PROPOSAL = 'oi/proposal';
 export const TURN = 'oi/turn';
 /** A long run's REPL figures (CPU, memory, seconds), every 2 s after its first 3 s. */
 export const RESOURCES = 'oi/resources';
+/** The shared daemon: a proposal was answered, by this client or another one. */
+export const ANSWERED = 'oi/answered';
 /** Server → client request: a running program reads a line. */
 export const INPUT = 'oi/input';
 
@@ -28,9 +30,15 @@ export type ToWebview =
     | { type: 'user'; text: string; context?: Record<string, unknown> }
     | { type: 'resources'; repl: Record<string, unknown>; elapsed?: number }
     | { type: 'run'; language: string; code: string }
-    | { type: 'error'; message: string }
+    | { type: 'error'; message: string; errorKind?: string }
     | { type: 'approved'; proposalId: string; code: string }
-    | { type: 'cleared' };
+    /** oi/answered: the first answer to a proposal, maybe given in another client. */
+    | { type: 'answered'; proposalId: string; decision: string }
+    | { type: 'cleared' }
+    /** The folder's effective model, for the header and the welcome. */
+    | { type: 'model'; model?: string }
+    /** Put the cursor in the input (Open Chat). */
+    | { type: 'focus' };
 
 /** A code block's or an output's own action (copy, insert, open, an image's open or save). */
 export type CodeAction =
@@ -54,7 +62,9 @@ export type FromWebview =
     | { type: 'reset' }
     | { type: 'editInEditor'; proposalId: string; language: string; code: string }
     | { type: 'runEdited'; proposalId: string }
-    | { type: 'switchFolder'; uri: string };
+    | { type: 'switchFolder'; uri: string }
+    /** A button in the view (Set API Key, Select Model, ...): one of errors.ts's VIEW_COMMANDS. */
+    | { type: 'command'; command: string };
 
 export type Status = 'idle' | 'thinking' | 'waiting' | 'running';
 
@@ -141,12 +151,16 @@ export class Router {
         if (method === PROPOSAL && p.autoRun !== true && typeof p.proposalId === 'string') {
             this.pending.set(p.proposalId, p);
         }
+        // Answered (here or in another client): a reloaded view must not offer it again.
+        if (method === ANSWERED && typeof p.proposalId === 'string') this.pending.delete(p.proposalId);
         // With no folder open the server uses its working directory: show everything then.
         if (this.current !== undefined && !sameFolder(workspace, this.current)) return undefined;
         switch (method) {
             case STREAM: return { type: 'stream', chunk: p };
             case PROPOSAL: return { type: 'proposal', proposal: p };
             case TURN: return { type: 'turn', turn: p };
+            case ANSWERED: return typeof p.proposalId === 'string'
+                ? { type: 'answered', proposalId: p.proposalId, decision: String(p.decision ?? '') } : undefined;
             case RESOURCES: return {
                 type: 'resources', repl: (typeof p.repl === 'object' && p.repl !== null ? p.repl : {}) as Record<string, unknown>,
                 ...(typeof p.elapsed === 'number' ? { elapsed: p.elapsed } : {}),

@@ -14,10 +14,10 @@ export interface ServerCommand {
     command: string;
     args: string[];
     /** Where it was found, for the log. */
-    source: 'setting' | 'interpreter' | 'path';
+    source: 'setting' | 'interpreter' | 'path' | 'installed';
 }
 
-export type Lookup = { ok: true; server: ServerCommand } | { ok: false; message: string };
+export type Lookup = { ok: true; server: ServerCommand } | { ok: false; message: string; canInstall: boolean };
 
 function exeNames(platform: NodeJS.Platform): string[] {
     return platform === 'win32' ? ['oi-lsp.exe', 'oi-lsp.cmd', 'oi-lsp'] : ['oi-lsp'];
@@ -29,14 +29,20 @@ export function besideInterpreter(python: string, env: LookupEnv): string | unde
     return exeNames(env.platform).map((n) => path.join(dir, n)).find((f) => env.isExecutable(f));
 }
 
-export function onPath(env: LookupEnv): string | undefined {
+/** The first of `names` (default: oi-lsp's) in a folder of PATH. */
+export function onPath(env: LookupEnv, names = exeNames(env.platform)): string | undefined {
     const sep = env.platform === 'win32' ? ';' : ':';
     for (const dir of (env.pathVar ?? '').split(sep)) {
         if (!dir) continue;
-        const found = exeNames(env.platform).map((n) => path.join(dir, n)).find((f) => env.isExecutable(f));
+        const found = names.map((n) => path.join(dir, n)).find((f) => env.isExecutable(f));
         if (found) return found;
     }
     return undefined;
+}
+
+/** `oi-lsp` in the virtual environment "Install oi-lsp" made (`venv` is its folder). */
+export function managedServer(venv: string, env: LookupEnv): string | undefined {
+    return besideInterpreter(path.join(venv, env.platform === 'win32' ? 'Scripts' : 'bin', 'python'), env);
 }
 
 export function findServer(
@@ -44,6 +50,7 @@ export function findServer(
     interpreter: string | undefined,
     extraArgs: string[],
     env: LookupEnv,
+    installedVenv?: string,
 ): Lookup {
     if (setting) {
         return { ok: true, server: { command: setting.command, args: setting.args, source: 'setting' } };
@@ -54,10 +61,14 @@ export function findServer(
     }
     const found = onPath(env);
     if (found) return { ok: true, server: { command: found, args: extraArgs, source: 'path' } };
-    const where = interpreter ? `the selected Python interpreter (${interpreter}) or on PATH` : 'PATH';
+    const installed = installedVenv ? managedServer(installedVenv, env) : undefined;
+    if (installed) return { ok: true, server: { command: installed, args: extraArgs, source: 'installed' } };
+    const where = interpreter ? `beside the selected Python interpreter (${interpreter}) or on PATH` : 'on PATH';
     return {
         ok: false,
-        message: `oi-lsp was not found in ${where}. Install it (pip install oi-lsp) into your Python ` +
-            'environment, or set "oi.serverPath" to the oi-lsp executable.',
+        canInstall: installedVenv !== undefined,
+        message: `Open Interpreter needs oi-lsp, which was not found ${where}. Install it here (a ` +
+            'virtual environment of its own), pip install oi-lsp into your Python environment, or set ' +
+            '"oi.serverPath" to the oi-lsp executable.',
     };
 }

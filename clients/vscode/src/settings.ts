@@ -19,6 +19,11 @@ export interface ServerSettings {
     vision?: boolean;
     /** False in a workspace the user has not trusted: the server then never auto-runs. */
     trusted: boolean;
+    /** A profile of the user's config folder (docs/protocol.md, Profiles). */
+    profile?: string;
+    /** The interpreter the Python kernel runs in (`oi.python`; the Python extension's per folder
+     * is sent with oi/configure, see pythonSetting.ts). */
+    python?: string;
 }
 
 function nonEmpty(value: unknown): string | undefined {
@@ -43,8 +48,33 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     if (Array.isArray(rules) && rules.length > 0) settings.autoRunRules = rules;
     const vision = config.get<unknown>('vision');
     if (vision === 'on' || vision === 'off') settings.vision = vision === 'on';
+    const profile = nonEmpty(config.get('profile'));
+    if (profile) settings.profile = profile;
+    const python = nonEmpty(config.get('python'));
+    if (python) settings.python = python;
     if (apiKey) settings.apiKey = apiKey;
     return settings;
+}
+
+/**
+ * What one folder of a multi-root workspace sets for itself (`oi.*` in its .vscode/settings.json),
+ * for `oi/configure` with that folder: only the keys set at folder level, so the server's own
+ * layers (profiles) still apply to the rest. A key the folder stopped setting gets the value the
+ * folder sees now (the workspace's or the user's), or null when none sets it.
+ */
+export function folderUpdate(
+    folderValues: ConfigReader, effective: ConfigReader, trusted: boolean,
+    previous: Readonly<Record<string, unknown>> | undefined,
+): Record<string, unknown> {
+    const own: Record<string, unknown> = { ...serverSettings(folderValues, trusted) };
+    delete own.trusted; // only initialize sets it; oi/configure refuses it
+    if (folderValues.get('autoRun') === undefined) delete own.autoRun;
+    const fallback: Record<string, unknown> = { ...serverSettings(effective, trusted) };
+    const update = { ...own };
+    for (const key of Object.keys(previous ?? {})) {
+        if (!(key in update)) update[key] = fallback[key] ?? null;
+    }
+    return update;
 }
 
 /**

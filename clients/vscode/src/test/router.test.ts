@@ -104,3 +104,15 @@ test('a long run\'s figures (oi/resources) reach the view; a waiting proposal is
     router.notification('oi/stream', { turnId: 't', workspace: A, role: 'computer', type: 'status', format: 'waiting' });
     assert.equal(router.status(), 'waiting');
 });
+
+test('oi/answered reaches the view and the proposal is no longer offered after a reload', () => {
+    const router = new Router(folders);
+    const p = { workspace: A, turnId: 't', proposalId: 'p1', language: 'python', code: '1' };
+    router.notification('oi/proposal', p);
+    assert.deepEqual(router.pendingProposals(), [p]);
+    const answer = { workspace: A, turnId: 't', proposalId: 'p1', decision: 'skip' };
+    assert.deepEqual(router.notification('oi/answered', answer), { type: 'answered', proposalId: 'p1', decision: 'skip' });
+    assert.deepEqual(router.pendingProposals(), []);
+    assert.equal(router.notification('oi/answered', { ...answer, workspace: B }), undefined);
+    assert.equal(router.notification('oi/answered', { workspace: A, decision: 'run' }), undefined);
+});

@@ -34,5 +34,18 @@ test('neither: a message that says where it looked and what to do', () => {
     assert.match(!found.ok ? found.message : '', /selected Python interpreter \(\/venv\/bin\/python\) or on PATH/);
     assert.match(!found.ok ? found.message : '', /oi\.serverPath/);
     const noPython = findServer(undefined, undefined, [], env([], undefined));
-    assert.match(!noPython.ok ? noPython.message : '', /not found in PATH/);
+    assert.match(!noPython.ok ? noPython.message : '', /not found on PATH/);
+    assert.equal(!noPython.ok && noPython.canInstall, false);
+});
+
+test('after Install oi-lsp: the one in the extension\'s environment, last', () => {
+    const venv = '/storage/venv';
+    const found = findServer(undefined, undefined, [], env(['/storage/venv/bin/oi-lsp'], '/usr/bin'), venv);
+    assert.equal(found.ok && found.server.command, '/storage/venv/bin/oi-lsp');
+    assert.equal(found.ok && found.server.source, 'installed');
+    const onPathFirst = findServer(undefined, undefined, [], env(['/storage/venv/bin/oi-lsp', '/usr/bin/oi-lsp'], '/usr/bin'), venv);
+    assert.equal(onPathFirst.ok && onPathFirst.server.source, 'path');
+    const none = findServer(undefined, undefined, [], env([], '/usr/bin'), venv);
+    assert.equal(!none.ok && none.canInstall, true);
+    assert.match(!none.ok ? none.message : '', /Install it here/);
 });

@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { autoRunAllowed, type ConfigReader, configuredServer, serverSettings, settingsUpdate } from '../settings';
+import { autoRunAllowed, type ConfigReader, configuredServer, folderUpdate, serverSettings, settingsUpdate } from '../settings';
 
 function config(values: Record<string, unknown>): ConfigReader {
     return { get: <T>(key: string) => values[key] as T | undefined };
@@ -9,11 +9,11 @@ function config(values: Record<string, unknown>): ConfigReader {
 test('the oi settings reach the server with the API key, empty values left out', () => {
     const settings = serverSettings(config({
         model: ' openai/scripted ', apiBase: 'http://127.0.0.1:9/v1', autoRun: true, executionTimeout: 30,
-        serverPath: '/x/oi-lsp',
+        serverPath: '/x/oi-lsp', python: ' .venv/bin/python ',
     }), true, 'sk-secret');
     assert.deepEqual(settings, {
         model: 'openai/scripted', apiBase: 'http://127.0.0.1:9/v1', autoRun: true, executionTimeout: 30,
-        apiKey: 'sk-secret', trusted: true,
+        apiKey: 'sk-secret', trusted: true, python: '.venv/bin/python',
     });
     assert.deepEqual(serverSettings(config({ model: '', apiBase: '   ', executionTimeout: null }), true),
         { autoRun: false, trusted: true });
@@ -56,4 +56,15 @@ test('the server command from settings, with its arguments', () => {
     assert.equal(configuredServer(config({ serverPath: '  ' })), undefined);
     assert.deepEqual(configuredServer(config({ serverPath: '/venv/bin/oi-lsp', serverArgs: ['--log-level', 'debug', 3] })),
         { command: '/venv/bin/oi-lsp', args: ['--log-level', 'debug'] });
+});
+
+test('a folder sends only what it sets; what it stops setting falls back to what it sees now', () => {
+    const reader = (values: Record<string, unknown>) => ({ get: <T>(key: string) => values[key] as T | undefined });
+    const first = folderUpdate(reader({ model: 'openai/a' }), reader({ model: 'openai/a', apiBase: 'http://x' }), true, undefined);
+    assert.deepEqual(first, { model: 'openai/a' }); // no trusted (oi/configure refuses it), no autoRun unset
+    const cleared = folderUpdate(reader({}), reader({ model: 'gpt-4o-mini' }), true, first);
+    assert.deepEqual(cleared, { model: 'gpt-4o-mini' });
+    const gone = folderUpdate(reader({}), reader({}), true, first);
+    assert.deepEqual(gone, { model: null });
+    assert.deepEqual(folderUpdate(reader({ autoRun: true }), reader({ autoRun: true }), false, undefined), { autoRun: false });
 });

@@ -4,6 +4,9 @@ import DOMPurify from 'dompurify';
 import { highlight, renderMarkdown } from './highlight';
 import { type Context, EXPIRED_NOTICE, type Message, contextLabel, outcomeNote, withoutDisplayNotes } from './history';
 import { type Activity, type Figures, StatusLine } from './status';
+import { errorBox } from './errors';
+import { showModel, welcome } from './header';
+import { showUsage, type Usage } from './usage';
 
 interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
@@ -368,6 +371,21 @@ function approvedElsewhere(proposalId: string, code: string): void {
     if (box?.querySelector('.oi-actions')) applyDecision(box, 'edit', code);
 }
 
+const DECISIONS: Record<string, string> = {
+    run: 'run', skip: 'skipped', edit: 'run edited', outside: 'run outside the sandbox',
+};
+
+/** oi/answered: the first answer won. Our own answer already took the buttons away; one given
+ * in another client (a second editor, the terminal) takes them away here, and says so. */
+function answeredElsewhere(proposalId: string, decision: string): void {
+    const box = log.querySelector<HTMLElement>(`[data-proposal-id="${CSS.escape(proposalId)}"]`);
+    if (!box?.querySelector('.oi-actions')) return;
+    const known = decision in DECISIONS ? decision as 'run' | 'skip' | 'edit' | 'outside' : 'run';
+    applyDecision(box, known);
+    box.append(el('div', 'oi-elsewhere', `Answered in another client: ${DECISIONS[known]}.`));
+    scrollDown();
+}
+
 /** A turn ended: its unanswered proposals can no longer be answered; what ran says so. */
 function expire(turnId: string, status: string): void {
     const ended: Record<string, string> = status === 'stopped'
@@ -386,7 +404,7 @@ function expire(turnId: string, status: string): void {
 
 const ACTIVITIES: Activity[] = ['idle', 'thinking', 'waiting', 'running'];
 
-function turn(t: { turnId: string; kind?: string; status: string; error?: string }): void {
+function turn(t: { turnId: string; kind?: string; status: string; error?: string; errorKind?: string; usage?: Usage }): void {
     if (t.status === 'running') {
         if (t.kind === 'execute') {
             // The user's own run was drawn before its turn had an id: its output goes under it.
@@ -401,12 +419,13 @@ function turn(t: { turnId: string; kind?: string; status: string; error?: string
     status.set('idle');
     expire(t.turnId, t.status);
     if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
-    if (t.status === 'error') showError(t.error ?? 'the turn failed');
+    if (t.status === 'error') showError(t.error ?? 'the turn failed', t.errorKind);
+    if (t.usage) showUsage(log, t.usage);
     scrollDown();
 }
 
-function showError(message: string): void {
-    log.append(el('div', 'oi-error', message));
+function showError(message: string, kind?: string): void {
+    log.append(errorBox(message, kind, (m) => vscode.postMessage(m)));
     scrollDown();
 }
 
@@ -441,6 +460,7 @@ function clear(): void {
 function history(messages: Message[]): void {
     clear();
     for (const m of messages) redraw(m);
+    if (!messages.length) log.append(welcome((x) => vscode.postMessage(x)));
     scrollDown();
 }
 
@@ -496,7 +516,7 @@ function redraw(m: Message): void {
         else pre.closest('details')?.remove(); // only displays: no empty Output
     } else if (what === 'computer/image') addImage(m.format, m.content);
     else if (what === 'computer/code' && m.format === 'html') addHtml(m.content);
-    else if (what === 'computer/error') showError(m.content);
+    else if (what === 'computer/error') showError(m.content, m.errorKind);
 }
 
 function folders(m: { folders: { uri: string; name: string }[]; current?: string; trusted: boolean; autoRun: boolean }): void {
@@ -523,10 +543,15 @@ window.addEventListener('message', (event: MessageEvent) => {
         case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
         case 'history': return history(m.messages as Message[]);
         case 'approved': return approvedElsewhere(String(m.proposalId), String(m.code));
+        case 'answered': return answeredElsewhere(String(m.proposalId), String(m.decision));
         case 'user': return addUser(String(m.text), m.context as Context | undefined);
         case 'resources': return status.resources((m.repl ?? {}) as Figures, m.elapsed as number | undefined);
-        case 'error': return showError(String(m.message));
-        case 'cleared': return clear();
+        case 'error': return showError(String(m.message), typeof m.errorKind === 'string' ? m.errorKind : undefined);
+        case 'cleared':
+            clear();
+            return void log.append(welcome((x) => vscode.postMessage(x)));
+        case 'model': return showModel(typeof m.model === 'string' ? m.model : undefined, (x) => vscode.postMessage(x));
+        case 'focus': return input.focus();
         case 'folders': return folders(m as unknown as Parameters<typeof folders>[0]);
     }
 });

@@ -1,0 +1,45 @@
+"""A 401 from a model server the user set no key for reads as a missing key (`noApiKey`, whose
+way out is Set API Key), also when the server is a known local one (LM Studio, Ollama, ...)
+that oi-lsp sends a placeholder key; with a key the user set, a 401 is a refused key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests import modelserver as ms
+from tests.conftest import StartServer
+from tests.modelserver import ModelServer
+
+
+@pytest.fixture
+def local_preset(model: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted server is where a local preset (LM Studio) lives; no key anywhere."""
+    monkeypatch.setenv("OI_LSP_LOCAL_PRESETS", json.dumps({"lmstudio": model.url}))
+    for name in ("OPENAI_API_KEY", "OI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+async def test_a_local_server_that_wants_a_key_is_a_missing_key(
+        local_preset: None, start_server: StartServer, model: ModelServer,
+        workspace: Path) -> None:
+    client = await start_server(workspace, options={"model": "openai/scripted",
+                                                    "apiBase": model.url})
+    model.script(ms.error(401, "Incorrect API key provided: local."))
+    result = await client.chat("hello")
+    assert result["status"] == "error"
+    assert result["errorKind"] == "noApiKey", result
+    assert "No API key is set" in result["error"] and "`" not in result["error"]
+
+
+async def test_a_key_the_user_set_and_the_server_refused_is_auth_failed(
+        local_preset: None, start_server: StartServer, model: ModelServer,
+        workspace: Path) -> None:
+    client = await start_server(workspace, options=model.settings())  # apiKey sk-test-key
+    model.script(ms.error(401, "Incorrect API key provided."))
+    result = await client.chat("hello")
+    assert result["errorKind"] == "authFailed", result
+    assert model.headers[-1].get("Authorization", model.headers[-1].get("authorization")) \
+        == "Bearer sk-test-key"
