@@ -157,6 +157,16 @@ class MessageContext(Wire):
     text: str | None = None  # the selection
 
 
+class Usage(Wire):
+    """Tokens a turn's model calls used (litellm's counter) and their price (its cost map)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+    cost: float | None = None  # USD for this turn; omitted when litellm knows no price
+    session_cost: float | None = None  # USD since the session opened in this server
+
+
 class Message(Wire):
     """One entry of a conversation, in Open Interpreter's LMC shape."""
 
@@ -172,6 +182,9 @@ class Message(Wire):
     edited_code: str | None = None  # code messages: what ran instead, when the user edited it
     risk: Risk | None = None  # proposed code: what the risk check found
     error_kind: ErrorKind | None = None  # error entries (type `error`): why the turn failed
+    # The last entry of a chat turn that called the model: that turn's tokens and cost, so a
+    # redrawn conversation shows them as the live one did (session_cost is not kept).
+    usage: Usage | None = None
 
 
 class Output(Wire):
@@ -486,16 +499,6 @@ class Answered(Wire):
     turn_id: str
     proposal_id: str
     decision: str
-
-
-class Usage(Wire):
-    """Tokens a turn's model calls used (litellm's counter) and their price (its cost map)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    calls: int
-    cost: float | None = None  # USD for this turn; omitted when litellm knows no price
-    session_cost: float | None = None  # USD since the session opened in this server
 
 
 class TurnEvent(Wire):

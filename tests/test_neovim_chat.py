@@ -163,6 +163,8 @@ def test_history_restored_when_the_chat_opens_after_a_restart(nvim: Nvim, model:
     text = "\n".join(lines)
     assert "Context from the editor" not in text and "return math.pi" not in text
     assert "_(context: calc.py, lines 2–3)_" in lines
+    area = lines.index("It is the area.")  # each turn's tokens, kept by oi/history
+    assert lines[area + 2].startswith("_(tokens: ") and lines[area + 2].endswith(" 1 call)_")
     skip = lines.index("print('skip me')")
     assert lines[skip + 2] == "_→ skipped_"
     orig = lines.index("print('orig')")

@@ -232,3 +232,21 @@ async def test_changes_back_to_back_share_saves(data_dir: Path, tmp_path: Path,
     assert [m["content"] for m in saved["messages"]] == [f"m{i}" for i in range(60)]
     assert CountingStore.saves <= 10, CountingStore.saves
     await conversation.close()
+
+
+async def test_a_turns_usage_is_kept_on_its_last_entry(start_server: StartServer,
+                                                        model: ModelServer,
+                                                        workspace: Path) -> None:
+    """A redrawn conversation shows each turn's tokens, as oi/turn did live; across a restart."""
+    client = await start_server(workspace, options=model.settings(autoRun=True))
+    model.script(ms.tool("python", "print(6 * 7)"), ms.text("It is 42."))
+    assert (await client.chat("compute"))["status"] == "done"
+    live = (await client.wait_for("oi/turn", lambda p: p["status"] == "done"))["usage"]
+    await client.execute("python", "print('mine')")  # a direct run calls no model: no usage
+    await client.close()
+    second = await start_server(workspace)
+    history = (await second.request("oi/history", {}))["messages"]
+    with_usage = [(m["role"], m["type"], m["content"]) for m in history if "usage" in m]
+    assert with_usage == [("assistant", "message", "It is 42.")]
+    kept = next(m["usage"] for m in history if "usage" in m)
+    assert kept == {k: v for k, v in live.items() if k != "sessionCost"} and kept["calls"] == 2

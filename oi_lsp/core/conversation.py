@@ -13,7 +13,14 @@ from pathlib import Path
 import anyio.to_thread
 
 from ..executors.base import Chunk
-from ..protocol import CodeOutcome, ConversationInfo, ExportFormat, Message, SessionExportResult
+from ..protocol import (
+    CodeOutcome,
+    ConversationInfo,
+    ExportFormat,
+    Message,
+    SessionExportResult,
+    Usage,
+)
 from . import export
 from .aio import in_thread, to_disk
 from .store import (
@@ -97,6 +104,13 @@ class Conversation:
             self.record(Message(role="computer", type=chunk.type, format=chunk.format,
                                 content=chunk.content, turn_id=turn_id,
                                 tool_call_id=tool_call_id))
+
+    def note_usage(self, turn_id: str, usage: Usage) -> None:
+        """Keep a turn's usage on its last entry (clients draw it after the turn)."""
+        last = next((m for m in reversed(self.messages) if m.turn_id == turn_id), None)
+        if last is not None:
+            last.usage = usage
+            self._save_soon()
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:
         """Give the turn's proposals that have no outcome yet this one (stopped, expired)."""

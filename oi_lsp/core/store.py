@@ -294,7 +294,7 @@ class Store:
             if is_display(message):
                 out.append(json.dumps(self._external(message, files), ensure_ascii=False))
                 continue
-            state = (message.outcome, message.edited_code)
+            state = (message.outcome, message.edited_code, message.usage)
             hit = known.get(id(message))
             if hit is not None and hit[0] is message and hit[1] == state:
                 text = hit[2]

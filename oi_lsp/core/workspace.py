@@ -217,6 +217,9 @@ class Workspace:
             self.conversation.record(Message(role="computer", type="error",
                                              content=outcome.error, turn_id=turn_id,
                                              error_kind=outcome.kind))
+        if turn is not None and turn.usage.calls:
+            self.conversation.note_usage(turn_id, self._usage(turn.usage).model_copy(
+                update={"session_cost": None}))
         await self.conversation.flush()  # a turn reported finished is on disk
         if self.transcript.enabled:
             await self.transcript.flush()  # so is what a plain client is pointed to

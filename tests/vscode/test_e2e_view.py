@@ -28,10 +28,10 @@ IMAGE_CODE = ("import base64\nfrom IPython.display import Image, display\n"
 THEMES = {"light": ("Light Modern", ".monaco-workbench.vs:not(.vs-dark)"),
           "dark": ("Dark Modern", ".monaco-workbench.vs-dark")}
 
-# What the view shows, block by block, in a form two renderings can be compared in. The
-# per-turn usage line is left out: oi/history does not record usage (yet), so a redraw has none.
+# What the view shows, block by block, in a form two renderings can be compared in (the
+# per-turn usage lines too: oi/history keeps each turn's usage).
 DESCRIBE = """(() => [...document.getElementById('oi-log').children]
-    .filter((e) => getComputedStyle(e).display !== 'none' && !e.classList.contains('oi-usage'))
+    .filter((e) => getComputedStyle(e).display !== 'none')
     .map((e) => {
     const kind = ['oi-user', 'oi-assistant', 'oi-code', 'oi-error', 'oi-notice', 'oi-magic']
         .find((c) => e.classList.contains(c)) ?? e.className;

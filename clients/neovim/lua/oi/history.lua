@@ -110,6 +110,9 @@ function M.render(messages, limit)
         w.gap(); w.put(M.fence(m.format, m.content))
       end
     end
+    if type(m.usage) == "table" and (m.usage.calls or 0) > 0 then -- the turn's last entry
+      w.gap(); w.put("_(" .. require("oi.usage").saved_text(m.usage) .. ")_")
+    end
   end
   return w.lines, w.folds
 end

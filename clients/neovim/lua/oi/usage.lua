@@ -17,14 +17,22 @@ end
 
 local function usd(x) return ("$%.4f"):format(x) end
 
+--- A turn's tokens and cost, as a restored conversation shows them (oi/history keeps them).
+---@param u oi.Usage the turn's usage
+---@return string
+function M.saved_text(u)
+  local text = ("tokens: %s in · %s out · %d call%s"):format(n(u.promptTokens),
+    n(u.completionTokens), u.calls or 0, (u.calls or 0) == 1 and "" or "s")
+  if type(u.cost) == "number" then text = text .. " · " .. usd(u.cost) end
+  return text
+end
+
 --- The line shown after a turn.
 ---@param u oi.Usage the turn's usage
 ---@param session oi.Usage the session's totals
 ---@return string
 function M.turn_text(u, session)
-  local text = ("tokens: %s in · %s out · %d call%s"):format(n(u.promptTokens),
-    n(u.completionTokens), u.calls or 0, (u.calls or 0) == 1 and "" or "s")
-  if type(u.cost) == "number" then text = text .. " · " .. usd(u.cost) end
+  local text = M.saved_text(u)
   text = text .. ("; session %s tokens"):format(n(session.promptTokens + session.completionTokens))
   if type(session.sessionCost) == "number" then text = text .. " · " .. usd(session.sessionCost) end
   return text

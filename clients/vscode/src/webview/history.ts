@@ -1,11 +1,12 @@
 // What oi/history's messages say, in the words the view shows live: the fate of each code
 // message (its `outcome`) and where a selection came from (a user message's `context`).
+import type { Usage } from './usage';
 
 /** A message of oi/history (docs/protocol.md). */
 export type Message = {
     role: string; type: string; format?: string; content: string; turnId?: string;
     outcome?: string; editedCode?: string; risk?: { level: 'low' | 'medium' | 'high'; reasons: string[] };
-    context?: Context; errorKind?: string;
+    context?: Context; errorKind?: string; usage?: Usage;
 };
 
 /** What the editor added to a message: the file, the lines, the language, the selection. */

@@ -517,6 +517,7 @@ function redraw(m: Message): void {
     } else if (what === 'computer/image') addImage(m.format, m.content);
     else if (what === 'computer/code' && m.format === 'html') addHtml(m.content);
     else if (what === 'computer/error') showError(m.content, m.errorKind);
+    if (m.usage) showUsage(log, m.usage); // the turn's last entry: its tokens, as oi/turn showed them
 }
 
 function folders(m: { folders: { uri: string; name: string }[]; current?: string; trusted: boolean; autoRun: boolean }): void {
