@@ -21,7 +21,7 @@ from oi_lsp.client import OIClient
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 from tests.vscode.conftest import ROOT, code_server
-from tests.vscode.workbench import ARTIFACTS, Workbench
+from tests.vscode.workbench import ARTIFACTS, UNTITLED_TABS, Workbench
 
 pytestmark = pytest.mark.timeout(1800)  # the first scenario starts the stack
 
@@ -192,11 +192,20 @@ def test_a_proposal_answered_in_another_client(
         step(other.initialize([workspace], options=model.settings()))
         model.script(ms.tool("python", "print('answered over there', 6 * 7)"),
                      ms.text("Done there."))
+        untitled = wb("evaluate", expression=UNTITLED_TABS)
         wb("chatSend", text="print something")
         wb("chatWait", selector=".oi-proposal .oi-actions")
         proposal = step(other.wait_for("oi/proposal", timeout=60))
+        wb.answer("edit")  # an editor tab for it, left unchanged
+        wb("wait", selector=".tab.active", hasText="Untitled")
         step(other.approve(proposal["proposalId"], "run"))
         wb("chatWait", selector=".oi-elsewhere", hasText="Answered in another client: run")
+        # The unchanged edit tab of a proposal answered elsewhere closes: it can run nothing.
+        deadline = time.monotonic() + 30
+        while wb("evaluate", expression=UNTITLED_TABS) != untitled \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert wb("evaluate", expression=UNTITLED_TABS) == untitled
         box = wb("chatEval", expression=f"""(() => {{
             const box = document.querySelector('[data-proposal-id="{proposal["proposalId"]}"]');
             return {{ buttons: box.querySelectorAll('button.oi-run, button.oi-skip').length,

@@ -16,7 +16,7 @@ import pytest
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 from tests.vscode.test_webview import png
-from tests.vscode.workbench import ARTIFACTS, Workbench
+from tests.vscode.workbench import ARTIFACTS, UNTITLED_TABS, Workbench
 
 pytestmark = pytest.mark.timeout(1800)  # the first scenario starts the stack
 
@@ -451,10 +451,6 @@ def test_code_and_output_actions(vscode: tuple[Workbench, Path], model: ModelSer
 
 
 RUN_EDITED = ".editor-actions .action-label[aria-label^='Run edited']"
-
-
-UNTITLED_TABS = ("[...document.querySelectorAll('.tab')]"
-                 ".filter((t) => t.textContent.includes('Untitled')).length")
 
 
 def test_edit_in_an_editor_tab(vscode: tuple[Workbench, Path], model: ModelServer) -> None:

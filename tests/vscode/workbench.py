@@ -107,3 +107,8 @@ def auth(headers: dict[str, str]) -> str | None:
 
 def last_user_message(body: dict[str, Any]) -> str:
     return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+# How many editor tabs are untitled documents (an Edit tab, Open in a new editor).
+UNTITLED_TABS = ("[...document.querySelectorAll('.tab')]"
+                 ".filter((t) => t.textContent.includes('Untitled')).length")

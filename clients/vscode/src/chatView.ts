@@ -28,6 +28,7 @@ export class ChatView implements vscode.WebviewViewProvider {
         private readonly storage: vscode.Uri = vscode.Uri.file(os.tmpdir())) {
         server.onNotification((method, params) => {
             const message = this.router.notification(method, params);
+            if (message?.type === 'answered') void this.edits.forget(message.proposalId);
             if (message) this.post(message);
         });
     }

@@ -16,6 +16,8 @@ export function languageId(language: string): string {
 export class EditTabs implements vscode.Disposable {
     /** Proposal ids by the untitled document that edits them. */
     private readonly tabs = new Map<string, string>();
+    /** The code each proposal's tab opened with: an unchanged tab may close by itself. */
+    private readonly proposed = new Map<string, string>();
     private readonly listener: vscode.Disposable;
 
     constructor(private readonly run: (proposalId: string, code: string) => Promise<void>) {
@@ -30,6 +32,7 @@ export class EditTabs implements vscode.Disposable {
         }
         const doc = await vscode.workspace.openTextDocument({ language: languageId(language), content: code });
         this.tabs.set(doc.uri.toString(), proposalId);
+        this.proposed.set(proposalId, code);
         this.updateContext(await vscode.window.showTextDocument(doc, { preview: false }));
     }
 
@@ -52,8 +55,32 @@ export class EditTabs implements vscode.Disposable {
         await this.runDocument(doc, proposalId);
     }
 
+    /** The proposal was answered (here or in another client): its tab runs nothing any more.
+     * Closed when the user left it unchanged; else it stays, an untitled file with their edit. */
+    async forget(proposalId: string): Promise<void> {
+        const code = this.proposed.get(proposalId);
+        this.proposed.delete(proposalId);
+        for (const [uri, id] of [...this.tabs]) {
+            if (id !== proposalId) continue;
+            this.tabs.delete(uri);
+            const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+            if (doc && !doc.isClosed && doc.getText() === code) await this.close(doc);
+        }
+        this.updateContext(vscode.window.activeTextEditor);
+    }
+
+    private async close(doc: vscode.TextDocument): Promise<void> {
+        const tab = vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) =>
+            t.input instanceof vscode.TabInputText && t.input.uri.toString() === doc.uri.toString());
+        // An untitled document: revert first, so closing it does not ask to save it.
+        const editor = await vscode.window.showTextDocument(doc, { preview: false });
+        if (editor.document === doc) await vscode.commands.executeCommand('workbench.action.revertAndCloseActiveEditor');
+        else if (tab) await vscode.window.tabGroups.close(tab);
+    }
+
     private async runDocument(doc: vscode.TextDocument, proposalId: string): Promise<void> {
         this.tabs.delete(doc.uri.toString());
+        this.proposed.delete(proposalId);
         await this.run(proposalId, doc.getText());
         // The untitled copy served its purpose: close it without asking to save it.
         const editor = await vscode.window.showTextDocument(doc, { preview: false });
