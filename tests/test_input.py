@@ -56,6 +56,30 @@ async def test_python_input_cancelled(start_server: StartServer, workspace: Path
     assert "2" in again["outputs"][0]["content"]
 
 
+async def test_a_stop_withdraws_the_question(start_server: StartServer, workspace: Path,
+                                            model: ModelServer) -> None:
+    """The run ends while the box waits for the user: the server cancels its oi/input
+    ($/cancelRequest), so an editor closes the box instead of leaving it open."""
+    cancelled = asyncio.Event()
+
+    async def box(params: dict[str, Any]) -> str | None:
+        try:
+            await asyncio.sleep(300)  # the user does not answer
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return None
+
+    client = await answering(start_server, workspace, model, box)
+    run = asyncio.create_task(client.execute("python", "input('name? ')"))
+    await client.wait_for("oi/input", lambda p: True, timeout=60)
+    assert (await client.request("oi/stop", {}))["stopped"] is True
+    assert (await run)["status"] == "stopped"
+    await asyncio.wait_for(cancelled.wait(), 10)
+    again = await client.execute("python", "print(1 + 1)")  # and the kernel goes on
+    assert "2" in again["outputs"][0]["content"]
+
+
 async def test_client_without_support_is_told_why(client: OIClient) -> None:
     result = await client.execute("python", "input('name? ')")
     assert result["status"] == "error"

@@ -31,6 +31,7 @@ def test_the_private_names_exist() -> None:
     assert hasattr(server, "_stop_event") and hasattr(server, "_server")
     assert getattr(server.protocol, "_server", None) is server
     assert hasattr(LanguageClient("probe", "1"), "_server")
+    assert isinstance(getattr(server.protocol, "_request_futures", None), dict)
 
 
 def test_every_outgoing_message_passes_send_message() -> None:

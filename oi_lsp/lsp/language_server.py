@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from .jsonrpc import raw_params_converter
 from .network import GatedProtocol
 from .plain import PlainClient
 from .progress import TurnProgress
-from .pygls_compat import quiet_refusals
+from .pygls_compat import cancel_request, quiet_refusals
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +122,15 @@ class OIServer(LanguageServer):
         if not self.input_client:
             raise NoInput("this editor cannot answer it (it does not declare "
                           f"experimental.{protocol.INPUT_CAPABILITY} for oi/input)")
+        msg_id = str(uuid.uuid4())
         try:
-            answer = await self.protocol.send_request_async(protocol.INPUT, params.wire())
+            answer = await self.protocol.send_request_async(protocol.INPUT, params.wire(),
+                                                            msg_id=msg_id)
         except JsonRpcException as exc:
             raise NoInput(f"the editor could not ask ({exc.message})") from None
+        except asyncio.CancelledError:  # the run ended (a stop, a timeout): close the box
+            cancel_request(self.protocol, msg_id)
+            raise
         if answer is None:
             return None
         try:

@@ -3,8 +3,8 @@
 oi-lsp's transports and its fast writer hook into pygls where it has no public API: the method
 every outgoing message passes through, the initialize method that builds the capabilities, the
 one that answers a request, the server's error report, the stop event its read loops watch and
-the listener its shutdown() closes, the child process of its client, and the logger its request
-handlers' errors go to.
+the listener its shutdown() closes, the child process of its client, the futures of the requests
+it sent (a cancelled one is forgotten) and the logger its request handlers' errors go to.
 tests/test_pygls_compat.py checks each name against the pygls installed, so an upgrade that
 renames one fails there, loudly, and not in a user's editor.
 """
@@ -52,6 +52,13 @@ class Protocol(LanguageServerProtocol):
         if adjust is not None:
             adjust(result.capabilities)
         return result
+
+
+def cancel_request(protocol: LanguageServerProtocol, msg_id: str) -> None:
+    """Tell the client we no longer want the answer to our request `msg_id` ($/cancelRequest),
+    and forget it: pygls would set the late answer on a future that was cancelled."""
+    protocol._request_futures.pop(msg_id, None)
+    protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
 
 
 def new_stop_event(server: JsonRPCServer) -> threading.Event:

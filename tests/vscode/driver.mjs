@@ -104,8 +104,8 @@ const ops = {
         await page.mouse.up();
     },
     /** Wait for an element of the workbench itself (a notification toast, ...). */
-    async wait({ selector, hasText, timeout = 30000 }) {
-        await page.locator(selector, hasText ? { hasText } : {}).last().waitFor({ timeout });
+    async wait({ selector, hasText, timeout = 30000, state = 'visible' }) {
+        await page.locator(selector, hasText ? { hasText } : {}).last().waitFor({ timeout, state });
     },
     /** Evaluate an expression in the workbench page itself (not the chat's frame). */
     evaluate: ({ expression }) => page.evaluate(expression),

@@ -194,3 +194,18 @@ def test_program_input_in_an_input_box(vscode: tuple[Workbench, Path],
     wb.shot("input-answered")
     assert "hello Ada 9" in tool_results(model.requests[1])[-1]
     assert "pw-secret" not in json.dumps(model.requests)
+
+
+def test_a_stop_closes_the_input_box(vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    """The run that asked ends (Stop): its input box goes away instead of waiting for nobody."""
+    wb, _ = vscode
+    model.script(ms.tool("python", "name = input('your name? ')\nprint('hi', name)"))
+    wb("chatSend", text="ask my name")
+    wb.answer("run")
+    title = "Open Interpreter: the program asks for input"
+    wb("wait", selector=".quick-input-widget .quick-input-title", hasText=title)
+    wb("click", selector=".statusbar-item", hasText="Stop")  # the status bar's Stop
+    wb("chatWait", selector=".oi-notice", hasText="Stopped.")
+    wb("wait", selector=".quick-input-widget .quick-input-title", hasText=title, state="hidden",
+       timeout=10000)
+    wb.wait_idle()
