@@ -171,6 +171,22 @@ async def test_megabyte_of_output_arrives_whole(make: Make, lang: Lang) -> None:
     assert len(text) == 1_000_000
 
 
+async def test_python_writes_keep_their_meaning_through_the_output_pacing(make: Make) -> None:
+    """drivers/ipython_output.py wraps every write of the kernel's streams: what a write
+    returns, refuses and lets IPython capture is the stream's own, and a write longer than a
+    piece still arrives whole and in order."""
+    ex = make("python")
+    status, text = await run(ex, "import sys\nn = sys.stdout.write('abc')\nprint(n)")
+    assert (status, text) == ("ok", "abc3\n")
+    status, text = await run(ex, "sys.stdout.write(5)")
+    assert status == "error" and "write() argument must be str" in text
+    status, text = await run(ex, "%%capture kept\nprint('inside')")
+    assert (status, text) == ("ok", "")
+    status, text = await run(ex, "print(kept.stdout == 'inside\\n')\n"
+                                 "sys.stdout.write('a' * 3_000_000 + 'b')\nprint()")
+    assert status == "ok" and text == "True\n" + "a" * 3_000_000 + "b\n"
+
+
 async def test_exit_during_run_is_reported(make: Make) -> None:
     ex = make("shell")
     status, text = await run(ex, "exit 3")

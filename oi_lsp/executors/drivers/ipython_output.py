@@ -10,7 +10,12 @@
 # it found, so patching the stream or its class does not last. Instead the stream becomes an
 # instance of a subclass whose `write` is a property: the stream's own write, split, unless
 # something (IPython's capture, which calls the one it found) was put in its place.
+#
+# Every print passes through here twice (the text, then the newline), so the common path is
+# kept short: the property reads one attribute in C (attrgetter), and a short write is one
+# call and one addition.
 import mmap
+import operator
 import struct
 import sys
 import time
@@ -23,7 +28,7 @@ _PATIENCE = 2.0  # seconds without progress of the reader before writing on rega
 def _state():
     state = getattr(sys, "_oi_output", None)
     if state is None:
-        state = {"sent": 0, "unflushed": 0, "ack": None}
+        state = {"sent": 0, "ack": None}
         setattr(sys, "_oi_output", state)  # noqa: B010 (kept across runs of this file)
     return state
 
@@ -45,25 +50,36 @@ def _wait_for_reader(state):
 
 
 def _splitting(write, stream):
-    if getattr(write, "_oi_split", False):
-        return write
+    state = _state()  # one dict for the kernel's life: _follow changes it in place
+    unflushed = 0  # characters written since the last wait for the reader
 
-    def split(text, *args, **kwargs):
-        if not isinstance(text, str):
-            return write(text, *args, **kwargs)
-        state = _state()
-        for at in range(0, max(len(text), 1), _SIZE):
+    def caught_up():
+        nonlocal unflushed
+        state["sent"] += unflushed
+        unflushed = 0
+        stream.flush()  # waits until the piece is sent
+        _wait_for_reader(state)
+
+    def split(text):  # as ipykernel's own write: one argument
+        nonlocal unflushed
+        try:
+            size = len(text)
+        except TypeError:
+            return write(text)  # not text: the stream's own write says so
+        if size <= _SIZE:
+            written = write(text)
+            unflushed += size
+            if unflushed >= _SIZE:
+                caught_up()
+            return written
+        for at in range(0, size, _SIZE):
             piece = text[at:at + _SIZE]
-            write(piece, *args, **kwargs)
-            state["sent"] += len(piece)
-            state["unflushed"] += len(piece)
-            if state["unflushed"] >= _SIZE:
-                state["unflushed"] = 0
-                stream.flush()  # waits until the piece is sent
-                _wait_for_reader(state)
-        return len(text)
+            write(piece)
+            unflushed += len(piece)
+            if unflushed >= _SIZE:
+                caught_up()
+        return size
 
-    setattr(split, "_oi_split", True)  # noqa: B010
     return split
 
 
@@ -71,26 +87,22 @@ def _install(stream):
     base = type(stream)
     if getattr(base, "_oi_split", False) or not base.__module__.startswith("ipykernel"):
         return
+    split = _splitting(base.write.__get__(stream), stream)
+
+    def chose(self, value):  # IPython's capture, which calls the split write it found
+        if getattr(value, "__func__", None) is base.write:
+            value = None  # the unsplit write IPython found before this file ran
+        self.__dict__["_oi_current"] = split if value is None else value
+
+    def forget(self):
+        self.__dict__["_oi_current"] = split
 
     class Splitting(base):  # type: ignore[valid-type, misc]
         _oi_split = True
-
-        @property
-        def write(self):
-            chosen = self.__dict__.get("_oi_write")
-            return chosen if chosen is not None else _splitting(base.write.__get__(self), self)
-
-        @write.setter
-        def write(self, value):  # IPython's capture, which calls the split write it found
-            if getattr(value, "__func__", None) is base.write:
-                value = None  # the unsplit write IPython found before this file ran
-            self.__dict__["_oi_write"] = value
-
-        @write.deleter
-        def write(self):
-            self.__dict__.pop("_oi_write", None)
+        write = property(operator.attrgetter("_oi_current"), chose, forget)
 
     stream.__dict__.pop("write", None)
+    stream.__dict__["_oi_current"] = split
     stream.__class__ = Splitting
 
 
