@@ -16,7 +16,7 @@ from ..executors.sandbox import blocked
 from ..executors.sandbox.policy import Sandbox
 from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
-from .aio import in_thread, log_failure
+from .aio import log_failure
 from .link import Tell
 from .run_output import RunOutput
 from .settings import Settings
@@ -69,7 +69,6 @@ class Repls:
 
         async def start() -> None:
             await settled()
-            await in_thread(registry.load_kernels)  # not on the event loop
             await self._executor("python").start()
 
         task = self.opening = asyncio.create_task(start())

@@ -13,6 +13,7 @@ from ..protocol import LanguageInfo
 from . import interpreter, kernelspecs, oneshot, repl
 from .base import Executor
 from .gateway.config import GatewayConfig
+from .jupyter.local import KernelExecutor
 from .sandbox.policy import Sandbox
 
 log = logging.getLogger(__name__)
@@ -138,16 +139,8 @@ def _create_local(language: str, cwd: Path, options: ReplOptions,
     return executor
 
 
-def load_kernels() -> None:
-    """Import what local kernels need (jupyter_client, zmq: ~60 ms); blocking, so a server
-    calls it in a thread before its first kernel. Not at import: initialize answers first."""
-    from .jupyter import local  # noqa: F401
-
-
 def _local(language: str, cwd: Path, kernel_name: str, keep: bool,
            python: interpreter.Interpreter) -> Executor:
-    from .jupyter.local import KernelExecutor  # jupyter_client: not before initialize answers
-
     if language == "python":
         return KernelExecutor("python", kernel_name, cwd, keep=keep, python=python)
     kernel = installed_kernels().get(language)
