@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -97,6 +98,9 @@ async def test_initialize_does_not_import_litellm(model: ModelServer, data_dir: 
             initialization_options=model.settings()))
         await client.execute("python", "1")  # a full request later: stderr has caught up
         assert b"litellm" not in client.stderr
+        # Nor YAML (profiles and rules files: read later, when a workspace has them).
+        served = client.stderr.index(b"| oi_lsp.lsp.server\n")
+        assert not re.search(rb"\|\s+yaml$", client.stderr[:served], re.MULTILINE)
         client.lsp.initialized(types.InitializedParams())  # now it loads in the background
         model.script(ms.text("loaded"))
         assert (await client.chat("hi"))["status"] == "done"

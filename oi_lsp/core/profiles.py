@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-import yaml
 from pydantic import ValidationError
 
 from . import trust
@@ -78,6 +77,8 @@ def parse(body: bytes, path: Path) -> dict[str, Any]:
     """A profile's content (read already) as a settings layer; `path` names it in errors."""
     if len(body) > MAX_PROFILE:
         raise ProfileError(f"profile {path}: larger than {MAX_PROFILE} bytes")
+    import yaml  # lazy: only when a file is read or written (~8 ms of the server's start)
+
     try:
         data = yaml.safe_load(body.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:

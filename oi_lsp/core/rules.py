@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 from .. import files, languages
 from ..protocol import AlwaysScope, AutoRunRule, Risk
 from .profiles import ProfileError, layer_of
@@ -102,6 +100,8 @@ def save(folder: Path, rule: AutoRunRule) -> Path:
     """Add the rule to the end of the workspace's .oi/profile.yaml (blocking): appended as
     text when the file has no rules yet, so its comments stay; else the file is rewritten.
     Raises ProfileError, and writes nothing, when the file is broken."""
+    import yaml  # lazy: only when a file is read or written (~8 ms of the server's start)
+
     path = folder / WORKSPACE_PROFILE
     try:
         text = path.read_text(encoding="utf-8") if path.is_file() else ""
