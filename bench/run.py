@@ -409,6 +409,7 @@ class Bench:
         assert r["on"] and r["off"]
         self.report.add(Row("8g", f"warm `{WARM}`, sandbox workspace-write", r["on"].ms(),
                             "sandbox off " + r["off"].ms(), fmt_ratio(ratio(r["on"], r["off"]))))
+        on.close_folders([ws_box, ws_open])  # 6c is of the server with its one workspace
 
     async def active_line(self, on: Server) -> None:
         """Metric 8: the activeLine stage (tracking the running line) on and off."""
