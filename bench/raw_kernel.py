@@ -20,12 +20,19 @@ class RawKernel:
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
 
-    async def start(self) -> None:
-        self.km = AsyncKernelManager(kernel_name=self.kernel_name)
-        await self.km.start_kernel(cwd=str(self.cwd))
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        await self.kc.wait_for_ready(timeout=60)
+    async def start(self, attempts: int = 2) -> None:
+        for attempt in range(attempts):
+            self.km = AsyncKernelManager(kernel_name=self.kernel_name)
+            await self.km.start_kernel(cwd=str(self.cwd))
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            try:
+                await self.kc.wait_for_ready(timeout=60)
+                return
+            except RuntimeError:  # "Kernel died before replying": 20 starting at once can
+                await self.shutdown()  # race for a port; the runs, not the start, are timed
+                if attempt == attempts - 1:
+                    raise
 
     @property
     def pid(self) -> int | None:

@@ -7,13 +7,13 @@
 # the code prints. The text and its order are unchanged.
 #
 # IPython puts its own `write` on the stream around every cell and afterwards puts back the one
-# it found, so patching the stream or its class does not last. Instead the stream becomes an
-# instance of a subclass whose `write` is a property: the stream's own write, split, unless
-# something (IPython's capture, which calls the one it found) was put in its place.
+# it found, so patching the stream in this file's own cell does not last. For that cell the
+# stream becomes an instance of a subclass whose `write` is a property, which turns IPython's
+# putting back into the split write in the stream's own attribute (and the stream's class back
+# to its own); every later cell finds the split write there and puts it back itself.
 #
 # Every print passes through here twice (the text, then the newline), so the common path is
-# kept short: the property reads one attribute in C (attrgetter), and a short write is one
-# call and one addition.
+# kept short: a short write is one call and one addition.
 import mmap
 import operator
 import struct
@@ -85,20 +85,27 @@ def _splitting(write, stream):
 
 def _install(stream):
     base = type(stream)
-    if getattr(base, "_oi_split", False) or not base.__module__.startswith("ipykernel"):
-        return
+    if stream.__dict__.get("_oi_split") or not base.__module__.startswith("ipykernel"):
+        return  # split already (this file run again for a new server), or not a kernel's
     split = _splitting(base.write.__get__(stream), stream)
+    stream.__dict__["_oi_split"] = True
 
-    def chose(self, value):  # IPython's capture, which calls the split write it found
+    def chose(self, value):
         if getattr(value, "__func__", None) is base.write:
-            value = None  # the unsplit write IPython found before this file ran
-        self.__dict__["_oi_current"] = split if value is None else value
+            # IPython putting back, as this file's cell ends, the unsplit write it found when
+            # the cell began. From now on it finds the split one in the stream's own
+            # attribute and puts that back: the stream's class can be its own again, and a
+            # write costs no property call.
+            self.__class__ = base
+            self.__dict__.pop("_oi_current", None)
+            self.__dict__["write"] = split
+        else:  # IPython's capture for this cell, which calls the split write it found
+            self.__dict__["_oi_current"] = value
 
     def forget(self):
         self.__dict__["_oi_current"] = split
 
     class Splitting(base):  # type: ignore[valid-type, misc]
-        _oi_split = True
         write = property(operator.attrgetter("_oi_current"), chose, forget)
 
     stream.__dict__.pop("write", None)
