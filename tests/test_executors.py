@@ -180,6 +180,7 @@ async def test_python_writes_keep_their_meaning_through_the_output_pacing(make: 
     assert (status, text) == ("ok", "abc3\n")
     status, text = await run(ex, "sys.stdout.write(5)")
     assert status == "error" and "write() argument must be str" in text
+    assert "During handling" not in text and "_splitting" not in text  # the pacing stays out
     status, text = await run(ex, "%%capture kept\nprint('inside')")
     assert (status, text) == ("ok", "")
     status, text = await run(ex, "print(kept.stdout == 'inside\\n')\n"

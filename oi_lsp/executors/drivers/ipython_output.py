@@ -65,7 +65,10 @@ def _splitting(write, stream):
         try:
             size = len(text)
         except TypeError:
-            return write(text)  # not text: the stream's own write says so
+            size = -1
+        if size < 0:  # not text: the stream's own write says so, and IPython hides this frame
+            __tracebackhide__ = True
+            return write(text)
         if size <= _SIZE:
             written = write(text)
             unflushed += size
