@@ -101,6 +101,14 @@ async def test_auto_run_inside_the_sandbox(start_server: StartServer, model: Mod
     said = await client.wait_for("window/showMessage", since=since)
     assert "restarting" in said["message"] and "python" in said["message"]
     assert python((await client.request("oi/status", {}))["repls"])["sandbox"] == "off"
+    # Restarted before the next run came: that run's output says so too, for the model,
+    # as it does when the run comes first and restarts the REPL itself.
+    after = await client.execute("python", "print('after')")
+    assert "".join(o["content"] for o in after["outputs"]) == (
+        "[the sandbox changed (workspace-write -> off): restarting the python REPL; its "
+        "variables are lost]\nafter\n")
+    again = await client.execute("python", "print('again')")
+    assert "".join(o["content"] for o in again["outputs"]) == "again\n"  # said once
     model.script(ms.tool("python", medium), ms.text("Done."))
     since = len(client.notifications)
     chat = asyncio.create_task(client.chat("run it again"))

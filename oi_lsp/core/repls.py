@@ -61,6 +61,9 @@ class Repls:
         self.executors: dict[str, Executor] = {}
         self.opening: asyncio.Task[None] | None = None  # the kernel start open() began
         self._ran: set[str] = set()  # languages whose REPL has run code: state to lose
+        # A REPL restarted for a sandbox change between runs: what its next run's output says,
+        # so the model hears of the lost variables whichever came first, the change or the run.
+        self._restarted: dict[str, str] = {}
         self._python = interpreter.OWN  # what the Python executor was made with
 
     def open(self, settled: Callable[[], Awaitable[object]]) -> None:
@@ -118,6 +121,8 @@ class Repls:
             executor.read_input = None if self._asker is None else self._ask(turn_id, emit)
             if not outside:
                 await self._sandbox_to(executor, sandbox_of(settings), emit)
+                if (note := self._restarted.pop(name, None)) is not None:
+                    emit(Chunk("console", "output", note))
                 self._ran.add(name)
             result = await self.watch.run(
                 name, executor, executor.execute(code, emit, timeout),
@@ -143,6 +148,7 @@ class Repls:
         executor.sandbox = sandbox
         started = executor.started_sandbox
         if started is not None and started != sandbox:
+            self._restarted.pop(executor.language, None)  # said here instead
             if executor.language in self._ran:  # else there is nothing to lose, nor to say
                 say(Chunk("console", "output", _changed(executor.language, started, sandbox)))
             await executor.restart()
@@ -160,6 +166,9 @@ class Repls:
         if not stale:
             return
         names = ", ".join(ex.language for ex in stale if ex.language in self._ran)
+        for ex in stale:
+            if ex.language in self._ran and ex.started_sandbox is not None:
+                self._restarted[ex.language] = _changed(ex.language, ex.started_sandbox, sandbox)
         if names:
             await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
                        f"otherwise ({names}); their variables are lost.", [])
@@ -198,6 +207,7 @@ class Repls:
     async def restart_all(self) -> None:
         settings = self._settings()
         self._ran.clear()  # nothing left to lose
+        self._restarted.clear()
         for executor in self.executors.values():
             executor.pass_keys = settings.pass_keys_to_repls
             executor.sandbox = sandbox_of(settings)
