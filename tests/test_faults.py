@@ -22,7 +22,8 @@ async def still_usable(client: OIClient, model: ModelServer) -> None:
     result = await client.chat("are you there?")
     assert result["status"] == "done", result
     run = await client.execute("python", "print(6 * 7)")
-    assert run["status"] == "ok" and run["outputs"][0]["content"] == "42\n"
+    # A REPL restarted meanwhile (a sandbox change) says so before the result.
+    assert run["status"] == "ok" and run["outputs"][0]["content"].endswith("42\n")
 
 
 # Model faults -------------------------------------------------------------------------------
