@@ -165,10 +165,11 @@ class Repls:
             executor.sandbox = sandbox
         if not stale:
             return
-        names = ", ".join(ex.language for ex in stale if ex.language in self._ran)
-        for ex in stale:
-            if ex.language in self._ran and ex.started_sandbox is not None:
-                self._restarted[ex.language] = _changed(ex.language, ex.started_sandbox, sandbox)
+        lost = [ex for ex in stale if ex.language in self._ran]
+        for ex in lost:  # stale: started in another sandbox, so started_sandbox is set
+            assert ex.started_sandbox is not None
+            self._restarted[ex.language] = _changed(ex.language, ex.started_sandbox, sandbox)
+        names = ", ".join(ex.language for ex in lost)
         if names:
             await tell(f"The sandbox is now {sandbox.describe()}: restarting the REPLs started "
                        f"otherwise ({names}); their variables are lost.", [])
