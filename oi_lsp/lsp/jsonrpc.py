@@ -66,11 +66,13 @@ class PlainJsonProtocol(Protocol):
 
     def send_message(self, data: Any) -> None:
         kind = type(data)
+        response = False
         if kind is JsonRPCNotification and isinstance(data.params, dict):
             message: dict[str, Any] = {"jsonrpc": "2.0", "method": data.method,
                                        "params": data.params}
         elif kind is JsonRPCResponseMessage and isinstance(data.result, dict | None):
             message = {"jsonrpc": "2.0", "id": data.id, "result": data.result}
+            response = True
         else:
             super().send_message(data)
             return
@@ -88,6 +90,8 @@ class PlainJsonProtocol(Protocol):
                 future = asyncio.ensure_future(res)
                 self.sending.add(future)
                 future.add_done_callback(self.sending.discard)
+            elif response and callable(answered := getattr(self.writer, "answered", None)):
+                answered()  # stdio.BatchingWriter: the answer need not wait for more
         except BrokenPipeError:
             log.exception("could not send: broken pipe")
             raise
