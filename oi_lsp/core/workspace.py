@@ -86,7 +86,8 @@ class Workspace:
         self._turn: anyio.CancelScope | None = None  # the running turn's: a stop cancels it
         self._ending: asyncio.Task[ChatResult] | None = None  # the turn, then its reporting
         self._turn_id = ""
-        self._runs: dict[asyncio.Task[ExecuteResult], anyio.CancelScope] = {}  # direct runs
+        # Direct runs: what ends with each (its task, or a future) and the scope a stop cancels.
+        self._runs: dict[asyncio.Future[Any], anyio.CancelScope] = {}
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
         self.opened = False  # in use: its kernel started, its settings files asked about
         self.surveyor = Surveyor(folder, lambda: options_of(self.settings(), folder))
@@ -271,7 +272,16 @@ class Workspace:
                 self.link.show_text("".join(said))
 
     async def execute(self, params: ExecuteParams) -> ExecuteResult:
-        return await self.start_execute(params)[1]
+        """A direct run in the caller's task (a request's own: one task and one loop iteration
+        less per round trip than start_execute)."""
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        scope = anyio.CancelScope()  # a stop cancels it, then waits for `ended`
+        self._runs[ended] = scope
+        try:
+            return await self._execute(new_turn_id(), params, scope)
+        finally:
+            del self._runs[ended]
+            ended.set_result(None)
 
     def start_execute(self, params: ExecuteParams) -> tuple[str, asyncio.Task[ExecuteResult]]:
         """Start a direct run: its id, and the task that ends with its result."""
