@@ -12,6 +12,9 @@ import psutil
 import pytest
 
 from oi_lsp.client import OIClient
+from oi_lsp.core import watch
+from oi_lsp.core.settings import Settings
+from oi_lsp.executors.base import RunResult
 from tests.conftest import StartServer
 from tests.modelserver import ModelServer
 
@@ -111,3 +114,29 @@ async def test_root_is_warned_in_a_box_only_the_first_time(start_server: StartSe
                       if m.startswith("window/") and "runs as root" in p.get("message", "")])
         await client.close()
     assert kinds == [["window/showMessage"], ["window/logMessage"]]
+
+
+class _Quiet:
+    """What Watch.run needs of an executor: a key, and no process to sample."""
+    pid = None
+
+
+async def test_a_short_run_starts_no_watcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run shorter than the first sample's time starts no watcher task (round trips pay for
+    none); a longer one is watched from then on, and its watcher ends with it."""
+    monkeypatch.setattr(watch, "WATCH_EVERY", 0.2)
+    w = watch.Watch(Settings, lambda *_: asyncio.sleep(0))
+    seen: list[set[asyncio.Task[Any]]] = []
+
+    async def work(seconds: float) -> RunResult:
+        await asyncio.sleep(seconds)
+        seen.append(asyncio.all_tasks())
+        return RunResult("ok")
+
+    before = asyncio.all_tasks()
+    assert (await w.run("python", _Quiet(), work(0), lambda *_: None)).status == "ok"  # type: ignore[arg-type]
+    assert seen.pop() == before
+    assert (await w.run("python", _Quiet(), work(0.5), lambda *_: None)).status == "ok"  # type: ignore[arg-type]
+    watchers = seen.pop() - before
+    assert len(watchers) == 1 and all(t.done() for t in watchers)
+    assert asyncio.all_tasks() == before

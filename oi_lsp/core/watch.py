@@ -51,9 +51,13 @@ class Watch:
 
     async def run(self, language: str, executor: Executor, work: Awaitable[RunResult],
                   report: Report) -> RunResult:
-        """Await `work` (the executor's run) with its watcher beside it, in a task group: the
-        watcher ends with the run, however it ends. Cancelling this cancels the run, as
-        before; a restart for memory cancels the run's own scope: MemoryRestart."""
+        """Await `work` (the executor's run) with its watcher beside it: the watcher ends with
+        the run, however it ends. Cancelling this cancels the run, as before; a restart for
+        memory cancels the run's own scope: MemoryRestart.
+
+        The watcher is a task of its own started when its first sample is due, not a task
+        group's: a short run then starts no task and yields to the loop nowhere (a task
+        group's exit yields even with no task in it: an iteration of every round trip)."""
         pending = self._restarts.get(executor)
         if pending is not None:  # code never runs into a REPL that is being restarted
             await asyncio.wait([pending])
@@ -61,17 +65,19 @@ class Watch:
         self._busy[executor] += 1
         result: RunResult | None = None
         failed: Exception | None = None  # raised as it is, not in a task group's group
+        watching: list[asyncio.Task[None]] = []
+        started = time.monotonic()
+        timer = asyncio.get_running_loop().call_later(WATCH_EVERY, lambda: watching.append(
+            asyncio.create_task(self._watch(language, executor, report, started))))
         try:
-            async with anyio.create_task_group() as watching:
-                watching.start_soon(self._watch, language, executor, report)
-                try:
-                    with scope:
-                        result = await work
-                except Exception as exc:
-                    failed = exc
-                finally:
-                    watching.cancel_scope.cancel()
+            with scope:
+                result = await work
+        except Exception as exc:
+            failed = exc
         finally:
+            timer.cancel()
+            if watching:
+                await _ended(watching[0])
             ended.set()
             self._busy[executor] -= 1
             if self._runs.get(executor) == (scope, ended):
@@ -90,19 +96,20 @@ class Watch:
                                 "restarted; its variables are gone")
         return result
 
-    async def _watch(self, language: str, executor: Executor, report: Report) -> None:
-        started = last = time.monotonic()
+    async def _watch(self, language: str, executor: Executor, report: Report,
+                     started: float) -> None:
+        last = started
         while True:
-            await asyncio.sleep(WATCH_EVERY)
             pid = executor.pid
             figures = await _sample(self.monitor, pid) if pid else None
-            if figures is None:
-                continue
-            self._check(language, executor, figures)
-            now = time.monotonic()
-            if now - started >= STATUS_AFTER and now - last >= STATUS_EVERY:
-                last = now
-                report(self._status(language, executor, True, figures), round(now - started, 1))
+            if figures is not None:
+                self._check(language, executor, figures)
+                now = time.monotonic()
+                if now - started >= STATUS_AFTER and now - last >= STATUS_EVERY:
+                    last = now
+                    report(self._status(language, executor, True, figures),
+                           round(now - started, 1))
+            await asyncio.sleep(WATCH_EVERY)
 
     async def _check_once(self, language: str, executor: Executor) -> None:
         pid = executor.pid
@@ -195,6 +202,16 @@ async def _alive(executor: Executor) -> bool:
             return await executor.is_alive()
     except Exception:
         return False
+
+
+async def _ended(watcher: asyncio.Task[None]) -> None:
+    """Cancel a run's watcher and wait for it to end (shielded: the run's own end, even a
+    cancelled one, waits for it); its failure is logged, never the run's."""
+    watcher.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait([watcher])
+    if not watcher.cancelled() and watcher.exception() is not None:
+        log.error("a run's watcher failed", exc_info=watcher.exception())
 
 
 async def _sample(monitor: Monitor, pid: int) -> Figures | None:
