@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from oi_lsp.client import OIClient, to_uri
+from oi_lsp.core import conversation as conversation_module
 from oi_lsp.core.conversation import Conversation
 from oi_lsp.core.store import Store
 from oi_lsp.protocol import Message
@@ -231,6 +232,35 @@ async def test_changes_back_to_back_share_saves(data_dir: Path, tmp_path: Path,
     saved = json.loads(conversation.file().read_text(encoding="utf-8"))
     assert [m["content"] for m in saved["messages"]] == [f"m{i}" for i in range(60)]
     assert CountingStore.saves <= 10, CountingStore.saves
+    await conversation.close()
+
+
+class StartCountingStore(Store):
+    """Counts the saves begun."""
+    begun = 0
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        StartCountingStore.begun += 1
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_save_lets_the_answer_go_first_unless_flushed(
+        data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first save after a quiet moment begins SAVE_DELAY after the change (the answer to
+    the request that made it leaves first); flush() does not wait for it, and the save then
+    holds everything recorded meanwhile."""
+    monkeypatch.setenv("OI_LSP_DATA_DIR", str(data_dir))
+    monkeypatch.setattr(conversation_module, "SAVE_DELAY", 30.0)  # longer than this test
+    StartCountingStore.begun = 0
+    conversation = Conversation(to_uri(tmp_path), StartCountingStore(), lambda _: None)
+    conversation.record(Message(role="user", type="message", content="first"))
+    await asyncio.sleep(0.3)
+    assert StartCountingStore.begun == 0
+    conversation.record(Message(role="user", type="message", content="second"))
+    await asyncio.wait_for(conversation.flush(), 5)
+    assert StartCountingStore.begun == 1
+    saved = json.loads(conversation.file().read_text(encoding="utf-8"))
+    assert [m["content"] for m in saved["messages"]] == ["first", "second"]
     await conversation.close()
 
 
