@@ -58,7 +58,9 @@ class Report:
             "",
             "Written by `.venv/bin/python -m bench.run` (see the README's Benchmarks section). "
             "Times are min / median / p95 over n runs; ratios are median over median, against "
-            "baselines measured in the same run, interleaved with ours. Every baseline runs in a "
+            "baselines measured in the same run, interleaved with ours, each side's turn 50 ms "
+            "after the last one's (what a side leaves going after its answer, a save or Open "
+            "Interpreter's housekeeping, is not timed in the next). Every baseline runs in a "
             "fresh process of its own that does nothing else and times itself: A (raw "
             "jupyter_client) in bench/raw_child.py, one process for the warm and flood figures, "
             "one per cold start, one driving the scale figure's kernels; B in Open "

@@ -41,6 +41,8 @@ WARM = "x = x + 1"
 # A cell of many short lines for the active-line stage: about 0.1 s of work.
 LOOP = "s = 0\nfor i in range(300_000):\n    s += i\n    s -= 1\nprint(s)"
 SCALE_CODE = "y = sum(range(100_000))"
+# Pause before each side's turn in an interleaved round (Bench.interleave).
+SETTLE = 0.05
 IDLE_RSS_TARGET = 230 * 2**20  # issue 24: the idle server with the model library loaded
 
 
@@ -362,10 +364,13 @@ class Bench:
 
     async def interleave(self, sides: dict[str, Callable[[], Awaitable[float | None]]],
                          n: int, warmup: int = 2) -> dict[str, Summary | None]:
-        """Run each side once per round, rounds `n` times; warm-up rounds are not counted."""
+        """Run each side once per round, rounds `n` times; warm-up rounds are not counted.
+        Sides are SETTLE apart, so what one leaves going after its answer (a server's save of
+        the run, Open Interpreter's own housekeeping) is never timed as part of the next."""
         values: dict[str, list[float]] = {k: [] for k in sides}
         for i in range(warmup + n):
             for name, side in sides.items():
+                await asyncio.sleep(SETTLE)
                 value = await side()
                 if i >= warmup and value is not None:
                     values[name].append(value)
