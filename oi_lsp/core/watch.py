@@ -76,16 +76,19 @@ class Watch:
             failed = exc
         finally:
             timer.cancel()
-            if watching:
-                await _ended(watching[0])
-            ended.set()
-            self._busy[executor] -= 1
-            if self._runs.get(executor) == (scope, ended):
-                del self._runs[executor]
-            if self._settings().kernel_memory_limit_mb is not None:
-                # A short run can grow the REPL too. Only with a limit: sampling walks every
-                # process of the machine (children), a few ms as each result is being sent.
-                self._spawn(self._check_once(language, executor))
+            try:
+                if watching:
+                    await _ended(watching[0])
+            finally:  # even when a second native cancel cuts that wait short
+                ended.set()
+                self._busy[executor] -= 1
+                if self._runs.get(executor) == (scope, ended):
+                    del self._runs[executor]
+                if self._settings().kernel_memory_limit_mb is not None:
+                    # A short run can grow the REPL too. Only with a limit: sampling walks
+                    # every process of the machine (children), a few ms as each result is
+                    # being sent.
+                    self._spawn(self._check_once(language, executor))
         if failed is not None:
             raise failed
         if result is None:  # its scope was cancelled: restarted for memory
