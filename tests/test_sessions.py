@@ -4,6 +4,7 @@ workspace, export, and the files of older versions."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -262,6 +263,27 @@ async def test_a_save_lets_the_answer_go_first_unless_flushed(
     saved = json.loads(conversation.file().read_text(encoding="utf-8"))
     assert [m["content"] for m in saved["messages"]] == ["first", "second"]
     await conversation.close()
+
+
+async def test_a_closed_conversation_leaves_nothing_behind(data_dir: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           ) -> None:
+    """Once closed, nothing of a conversation stays in memory (a daemon serves folder after
+    folder: each closed one's messages were kept by the store's save cache)."""
+    monkeypatch.setenv("OI_LSP_DATA_DIR", str(data_dir))
+    store = Store()
+    conversation = Conversation(to_uri(tmp_path), store, lambda _: None)
+    for i in range(3):
+        conversation.record(Message(role="user", type="message", content=f"kept-{i}-3f9a"))
+    await conversation.flush()
+    await conversation.close()
+    saved = conversation.file().read_text(encoding="utf-8")
+    del conversation
+    gc.collect()
+    alive = [o for o in gc.get_objects()
+             if isinstance(o, Message) and o.content.endswith("-3f9a")]
+    assert alive == []
+    assert len(json.loads(saved)["messages"]) == 3  # all saved before it went
 
 
 async def test_a_turns_usage_is_kept_on_its_last_entry(start_server: StartServer,

@@ -181,6 +181,7 @@ class Conversation:
     async def close(self) -> None:
         """Save, and let another server open this conversation."""
         await self.flush()
+        self.store.closed(self.workspace)
         self._claim.release()
 
     def file(self) -> Path:

@@ -118,6 +118,11 @@ class Store:
     def folder(self, workspace: str) -> Path:
         return self.root / digest(workspace)
 
+    def closed(self, workspace: str) -> None:
+        """The workspace's conversation was closed (its last save done): what the saves kept
+        of it goes too, or a daemon serving folder after folder kept every closed one's."""
+        self._encoded_last.pop(workspace, None)
+
     def spill_dir(self, workspace: str, conversation_id: str) -> Path:
         """Where the whole outputs of a conversation's runs go when the model sees them
         trimmed (run_output.prune keeps a workspace's within a budget)."""
