@@ -177,3 +177,18 @@ def test_launcher_exits_as_its_program_and_refuses_what_it_cannot_enforce(
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 126 and "refusing to start sh" in refused.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_launcher_whose_server_died_already_starts_nothing(tmp_path: Path) -> None:
+    """A server that dies while its REPL's launcher is still starting never sends the death
+    signal the launcher asks for (asked too late): the launcher sees it has another parent
+    and starts nothing, rather than a REPL that outlives its server. Its own parent is
+    followed as before."""
+    launch = [sys.executable, "-m", "oi_lsp.executors.sandbox.launch"]
+    ran = tmp_path / "ran"
+    orphan = subprocess.run([*launch, "--follow-parent", str(os.getpid() + 10**6), "--",
+                             "sh", "-c", f"touch {ran}"], timeout=60)
+    assert orphan.returncode == 128 + signal.SIGTERM and not ran.exists()
+    followed = subprocess.run([*launch, "--follow-parent", str(os.getpid()), "--",
+                               "sh", "-c", f"touch {ran}"], timeout=60)
+    assert followed.returncode == 0 and ran.exists()

@@ -1,7 +1,7 @@
 """The launcher every local REPL and kernel is started through (`python -m` this module).
 
     launch.py [--confine [--write DIR]... [--write-file PATH]... [--no-network]
-               [--bind-ports-from CONNECTION_FILE]] [--follow-parent] -- PROGRAM ARGS...
+               [--bind-ports-from CONNECTION_FILE]] [--follow-parent PID] -- PROGRAM ARGS...
 
 It stays as the program's tiny parent, so that:
 - the program's parent is not the server (`os.kill(os.getppid(), 9)` ends this launcher, and
@@ -41,7 +41,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--write-file", action="append", default=[])
     parser.add_argument("--no-network", action="store_true")
     parser.add_argument("--bind-ports-from")
-    parser.add_argument("--follow-parent", action="store_true")
+    parser.add_argument("--follow-parent", type=int, metavar="PID")  # the server
     parser.add_argument("program", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.program[:1] == ["--"]:
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oi-lsp sandbox: refusing to start {args.program[0]}: {exc}", file=sys.stderr,
               flush=True)
         return REFUSED
-    if args.follow_parent:  # the server died: end the REPL and all it started
+    if args.follow_parent is not None:  # the server died: end the REPL and all it started
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     # The REPL's process group gets SIGINT to interrupt a run: that is the REPL's business.
@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: None)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
+    if args.follow_parent is not None and os.getppid() != args.follow_parent:
+        # The server died before the death signal was asked for (it never comes then): the
+        # REPL would outlive it, nobody's. Exit as that signal would have made us.
+        return 128 + signal.SIGTERM
     launcher = os.getpid()
     pid = os.fork()
     if pid == 0:

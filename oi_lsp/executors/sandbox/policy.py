@@ -88,7 +88,7 @@ class Sandbox:
             return list(program)  # no fork: started as is (and only when not confined)
         argv = [sys.executable, "-m", "oi_lsp.executors.sandbox.launch"]
         if follow_parent:
-            argv.append("--follow-parent")
+            argv += ["--follow-parent", str(os.getpid())]
         if self.confined and sys.platform == "darwin":
             program = ["/usr/bin/sandbox-exec", "-p", self.profile(workspace, private),
                        *program]
