@@ -73,8 +73,7 @@ class Workspace:
         self.link = link
         self.layers = SettingsLayers(folder, base_layers)
         self.trust = TrustPrompt(folder, self.layers, link.tell)  # its own settings files
-        self.conversation = Conversation(uri, store,
-                                         lambda text: link.show_text(text, error=True))
+        self.conversation = Conversation(uri, store, lambda text: link.show_text(text, error=True))
         self.transcript = Transcript(self.conversation, uri)
         self.streamer = Streamer(self._send, uri, link.backlog)
         self.activity = Activity(self.streamer)
@@ -86,8 +85,7 @@ class Workspace:
         self._turn: anyio.CancelScope | None = None  # the running turn's: a stop cancels it
         self._ending: asyncio.Task[ChatResult] | None = None  # the turn, then its reporting
         self._turn_id = ""
-        # Direct runs: what ends with each (its task, or a future) and the scope a stop cancels.
-        self._runs: dict[asyncio.Future[Any], anyio.CancelScope] = {}
+        self._runs: dict[asyncio.Future[Any], anyio.CancelScope] = {}  # direct runs' ends, scopes
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
         self.opened = False  # in use: its kernel started, its settings files asked about
         self.surveyor = Surveyor(folder, lambda: options_of(self.settings(), folder))
@@ -272,11 +270,10 @@ class Workspace:
                 self.link.show_text("".join(said))
 
     async def execute(self, params: ExecuteParams) -> ExecuteResult:
-        """A direct run in the caller's task (a request's own: one task and one loop iteration
-        less per round trip than start_execute)."""
+        """A direct run in the caller's task: one task and loop iteration less per round trip
+        than start_execute. A stop cancels its scope, then waits for `ended`."""
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        scope = anyio.CancelScope()  # a stop cancels it, then waits for `ended`
-        self._runs[ended] = scope
+        self._runs[ended] = scope = anyio.CancelScope()
         try:
             return await self._execute(new_turn_id(), params, scope)
         finally:
@@ -285,8 +282,7 @@ class Workspace:
 
     def start_execute(self, params: ExecuteParams) -> tuple[str, asyncio.Task[ExecuteResult]]:
         """Start a direct run: its id, and the task that ends with its result."""
-        turn_id = new_turn_id()
-        scope = anyio.CancelScope()  # a stop cancels it
+        turn_id, scope = new_turn_id(), anyio.CancelScope()  # a stop cancels the scope
         task = asyncio.create_task(self._execute(turn_id, params, scope))
         self._runs[task] = scope
         task.add_done_callback(self._runs.pop)
