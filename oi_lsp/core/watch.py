@@ -64,7 +64,6 @@ class Watch:
         scope, ended = self._runs[executor] = (anyio.CancelScope(), anyio.Event())
         self._busy[executor] += 1
         result: RunResult | None = None
-        failed: Exception | None = None  # raised as it is, not in a task group's group
         watching: list[asyncio.Task[None]] = []
         started = time.monotonic()
         timer = asyncio.get_running_loop().call_later(WATCH_EVERY, lambda: watching.append(
@@ -72,8 +71,6 @@ class Watch:
         try:
             with scope:
                 result = await work
-        except Exception as exc:
-            failed = exc
         finally:
             timer.cancel()
             try:
@@ -89,8 +86,6 @@ class Watch:
                     # every process of the machine (children), a few ms as each result is
                     # being sent.
                     self._spawn(self._check_once(language, executor))
-        if failed is not None:
-            raise failed
         if result is None:  # its scope was cancelled: restarted for memory
             restart = self._restarts.get(executor)
             if restart is not None:
