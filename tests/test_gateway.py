@@ -223,7 +223,9 @@ async def test_shell_runs_on_the_gateways_bash_kernel(servers: list[OIClient],
 
 class Proxy:
     """A TCP relay in front of the gateway that can cut every connection through it, as a
-    network blip would, or refuse new ones for a while."""
+    network blip would, or refuse new ones for a while; while a direction ("up" to the
+    gateway, "down" from it) is in `swallow`, what goes that way is dropped, as a connection
+    dying silently would."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -231,6 +233,8 @@ class Proxy:
         self.url = f"http://127.0.0.1:{self.port}"
         self.server: asyncio.Server | None = None
         self.writers: set[asyncio.StreamWriter] = set()
+        self.swallow: set[str] = set()
+        self.swallowed = asyncio.Event()  # something was
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
@@ -239,9 +243,13 @@ class Proxy:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self.writers |= {writer, up_writer}
 
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
+                       direction: str) -> None:
             try:
                 while data := await src.read(65536):
+                    if direction in self.swallow:
+                        self.swallowed.set()
+                        continue
                     dst.write(data)
                     await dst.drain()
             except OSError:
@@ -249,7 +257,7 @@ class Proxy:
             finally:
                 dst.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer, "up"), pipe(up_reader, writer, "down"))
         self.writers -= {writer, up_writer}
 
     def drop(self) -> None:
@@ -293,5 +301,57 @@ async def test_dropped_websocket_reconnects(servers: list[OIClient], gateway: Ga
         await client.close()
         servers.remove(client)
         assert_no_token(client, data_dir)
+    finally:
+        await proxy.stop()
+
+
+async def test_a_request_lost_with_its_connection_is_sent_again(
+        servers: list[OIClient], gateway: Gateway, model: ModelServer, workspace: Path,
+        data_dir: Path) -> None:
+    """The connection dies silently just as a run is sent: the request never reaches the
+    kernel. After the reconnect the run is sent again, and runs once."""
+    proxy = Proxy(gateway.port)
+    await proxy.start()
+    try:
+        client = await start(servers, workspace, model, data_dir,
+                             kernelGateway={"url": proxy.url, "token": gateway.token})
+        assert (await client.execute("python", "x, n = 41, 0"))["status"] == "ok"
+        proxy.swallow.add("up")
+        run = asyncio.create_task(client.execute("python", "n += 1; print(x + n)"))
+        await asyncio.wait_for(proxy.swallowed.wait(), 30)
+        proxy.swallow.clear()
+        proxy.drop()
+        result = await asyncio.wait_for(run, 60)
+        assert result["status"] == "ok", result
+        assert [o["content"] for o in result["outputs"]] == ["42\n"]
+        assert (await client.execute("python", "print(n)"))["outputs"][0]["content"] == "1\n"
+    finally:
+        await proxy.stop()
+
+
+async def test_a_run_whose_answers_were_lost_says_so_and_is_not_sent_again(
+        servers: list[OIClient], gateway: Gateway, model: ModelServer, workspace: Path,
+        data_dir: Path) -> None:
+    """The request arrives and runs, but every answer is lost with the connection: the run
+    ends with an error that says so, and is not run a second time."""
+    proxy = Proxy(gateway.port)
+    await proxy.start()
+    try:
+        client = await start(servers, workspace, model, data_dir,
+                             kernelGateway={"url": proxy.url, "token": gateway.token})
+        assert (await client.execute("python", "n = 0"))["status"] == "ok"
+        proxy.swallow.add("down")
+        run = asyncio.create_task(client.execute("python", "n += 1; print('ran')"))
+        await asyncio.wait_for(proxy.swallowed.wait(), 30)
+        await asyncio.sleep(0.5)  # the rest of its answers, lost as well
+        proxy.swallow.clear()
+        proxy.drop()
+        result = await asyncio.wait_for(run, 60)
+        assert result["status"] == "error", result
+        assert "dropped during this run" in result["error"], result
+        said = "".join(o["content"] for o in result["outputs"])
+        assert "what it printed after the drop was lost" in said, said
+        back = await client.execute("python", "print(n)")
+        assert back["outputs"][0]["content"] == "1\n", back  # ran exactly once
     finally:
         await proxy.stop()

@@ -50,7 +50,7 @@ async def test_other_channel_and_not_taken() -> None:
     cell, out = Cell(), list[Chunk]()
     cell.queue.put_nowait(("lost", _msg("lost")))
     result = await collect(cell, out.append, _alive,
-                           lambda channel: Gone("lost it") if channel == "lost" else None)
+                           lambda channel, msg: Gone("lost it") if channel == "lost" else None)
     assert result.error == "lost it" and out[-1].content == "\n[lost it]\n"
 
     async def not_taken() -> Gone | None:

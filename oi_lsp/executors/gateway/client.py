@@ -57,6 +57,12 @@ class GatewayClient:
         self.kernel_id: str | None = None  # of the open channels
         self.lost: str | None = None  # why the kernel cannot be reached any more
         self.routes: dict[str, asyncio.Queue[Message]] = {}  # request msg_id -> its queue
+        self.execution_count: int | None = None  # the kernel's, from the last execute_reply
+        # A request sent on a connection that then dropped may be lost with it, or only its
+        # answers may be: each connection has a number, and each request the one it went on.
+        self._generation = 0
+        self._sent: dict[str, int] = {}
+        self._recheck: asyncio.Task[None] | None = None
         self._http: httpx.AsyncClient | None = None
         self._ws: ClientConnection | None = None
         self._connected = asyncio.Event()
@@ -116,6 +122,7 @@ class GatewayClient:
         except (OSError, TimeoutError, WebSocketException) as exc:
             raise GatewayError(f"cannot open the kernel's channels on the kernel gateway at "
                                f"{self.config.url}: {type(exc).__name__}: {exc}") from None
+        self._generation += 1
         self._connected.set()
 
     async def send(self, channel: str, msg: dict[str, Any]) -> None:
@@ -128,10 +135,13 @@ class GatewayClient:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(0.1):
                         await self._connected.wait()
-            ws = self._ws
+            ws, generation = self._ws, self._generation
             assert ws is not None
             try:
                 await ws.send(body)
+                msg_id = msg["header"]["msg_id"]
+                if msg_id in self.routes:
+                    self._sent[msg_id] = generation
                 return
             except WebSocketException:
                 await asyncio.sleep(0.05)  # the reader notices the drop and reconnects
@@ -148,6 +158,7 @@ class GatewayClient:
             except (WebSocketException, OSError, ValueError) as exc:
                 log.warning("kernel channels on %s dropped: %s", self.config.host, exc)
             self._connected.clear()
+            await self._stop_recheck()
             if self._closing:
                 return
             reason = await self._reconnect()
@@ -157,6 +168,48 @@ class GatewayClient:
                 for queue in self.routes.values():
                     queue.put_nowait(("lost", {"msg_type": "lost", "content": {}}))
                 return
+            self._recheck = asyncio.create_task(self._tell_unanswered())
+
+    async def _tell_unanswered(self) -> None:
+        """After a reconnect: a silent empty execute, which the kernel answers only after
+        every earlier request (its shell channel takes them in order), gives the kernel's
+        execution count. Each run still waiting on a request sent before the drop gets it as
+        a ("reconnected", ...) message: from the count it tells whether its request ever
+        arrived (executor.py)."""
+        generation = self._generation
+        msg = self.session.msg("execute_request", {
+            "code": "", "silent": True, "store_history": False, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": False})
+        msg_id = msg["header"]["msg_id"]
+        queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.routes[msg_id] = queue
+        try:
+            await self.send("shell", msg)
+            while True:
+                channel, reply = await queue.get()
+                if channel in ("lost", "died"):
+                    return
+                if channel == "shell" and reply["msg_type"] == "execute_reply":
+                    break
+        finally:
+            self.unroute(msg_id)
+        count = reply["content"].get("execution_count")
+        for waiting, route in self.routes.items():
+            if self._sent.get(waiting, generation) < generation:
+                route.put_nowait(("reconnected", {"msg_type": "reconnected",
+                                                  "content": {"execution_count": count}}))
+
+    async def _stop_recheck(self) -> None:
+        if self._recheck is not None:
+            self._recheck.cancel()
+            with contextlib.suppress(BaseException):
+                await self._recheck
+            self._recheck = None
+
+    def unroute(self, msg_id: str) -> None:
+        """The request is answered or given up: its messages go nowhere any more."""
+        del self.routes[msg_id]
+        self._sent.pop(msg_id, None)
 
     async def _reconnect(self) -> str | None:
         """None once reconnected, else why not."""
@@ -177,6 +230,10 @@ class GatewayClient:
         channel = msg.get("channel", "")
         parent = (msg.get("parent_header") or {}).get("msg_id", "")
         route = self.routes.get(parent)
+        if channel == "shell" and msg.get("msg_type") == "execute_reply":
+            count = msg["content"].get("execution_count")
+            if isinstance(count, int):
+                self.execution_count = count
         if route is not None:
             route.put_nowait((channel, msg))
         elif (msg.get("msg_type") == "status" and not parent
@@ -206,7 +263,7 @@ class GatewayClient:
                             if channel == "shell" and reply["msg_type"] == "kernel_info_reply":
                                 return
             finally:
-                del self.routes[msg_id]
+                self.unroute(msg_id)
             if loop.time() > deadline:
                 raise GatewayError(f"the kernel on the kernel gateway at {self.config.url} "
                                    f"did not answer within {_READY_TIMEOUT:g} s")
@@ -215,6 +272,7 @@ class GatewayClient:
         """Close the channels and the REST session; open() and open_channels() start anew."""
         self._closing = True
         try:
+            await self._stop_recheck()
             if self._reader is not None:
                 self._reader.cancel()
                 with contextlib.suppress(BaseException):

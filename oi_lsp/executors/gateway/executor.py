@@ -12,13 +12,14 @@ import contextlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from ...files import atomic_write, data_dir, digest
 from ...protocol import SandboxState
 from ..base import Emit, Executor, RunResult
-from ..jupyter.messages import Answers, Cell, Gone, Notice, collect, settle
+from ..jupyter.messages import Answers, Cell, Gone, Notice, NotTaken, collect, settle
 from .client import GatewayClient, GatewayError
 from .config import GatewayConfig
 
@@ -123,24 +124,50 @@ class GatewayKernelExecutor(Executor):
         await self.start()
         async with self._lock:
             self._notice.tell(emit)
-            cell = Cell()
-            msg = self._client.session.msg("execute_request", {
-                "code": code, "silent": False, "store_history": True, "user_expressions": {},
-                "allow_stdin": self.read_input is not None, "stop_on_error": True})
-            msg_id = msg["header"]["msg_id"]
-            self._client.routes[msg_id] = cell.queue
-            answers = Answers(self.read_input, self._reply, emit)
-            try:
-                await self._client.send("shell", msg)
-                return await collect(cell, emit, self._quiet, self._notified,
-                                     stdin=answers.request)
-            except asyncio.CancelledError:
-                with anyio.CancelScope(shield=True):  # the kernel is idle again first
-                    await self._settle(cell)
-                raise
-            finally:
-                answers.close()
-                del self._client.routes[msg_id]
+            while True:  # again only when the request was lost with a dropped connection
+                result = await self._run_cell(code, emit)
+                if result is not None:
+                    return result
+                log.info("an execute request was lost with the connection; sending it again")
+
+    async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
+        """One execute request; None when it never reached the kernel."""
+        client = self._client
+        cell = Cell()
+        msg = client.session.msg("execute_request", {
+            "code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "allow_stdin": self.read_input is not None, "stop_on_error": True})
+        msg_id = msg["header"]["msg_id"]
+        client.routes[msg_id] = cell.queue
+        answers = Answers(self.read_input, self._reply, emit)
+        before = client.execution_count
+
+        def notified(channel: str, msg: dict[str, Any]) -> Gone | None:
+            if channel == "reconnected" and cell.reply is None:
+                # The kernel answered the client's probe, so it is done with this request
+                # if it ever got it: an unchanged count says it did not.
+                if (not cell.busy and before is not None
+                        and msg["content"].get("execution_count") == before):
+                    raise NotTaken
+                return Gone(f"the connection to the kernel gateway at {self.config.url} "
+                            f"dropped during this run and its end was lost",
+                            "the connection dropped during this run: it ran, but what it "
+                            "printed after the drop was lost; the kernel and its variables "
+                            "are kept")
+            return self._notified(channel)
+
+        try:
+            await client.send("shell", msg)
+            return await collect(cell, emit, self._quiet, notified, stdin=answers.request)
+        except NotTaken:
+            return None
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):  # the kernel is idle again first
+                await self._settle(cell)
+            raise
+        finally:
+            answers.close()
+            client.unroute(msg_id)
 
     async def _reply(self, value: str) -> None:
         """An input_reply, on the stdin channel of the kernel's WebSocket."""

@@ -87,7 +87,8 @@ class Gone:
 
 
 class NotTaken(Exception):
-    """The kernel died before it took the cell: none of it ran, it may be sent again."""
+    """The kernel never took the cell (it died first, or the request was lost with its
+    connection): none of it ran, it may be sent again."""
 
 
 class Answers:
@@ -128,12 +129,12 @@ class Answers:
 
 
 async def collect(cell: Cell, emit: Emit, quiet: Callable[[], Awaitable[Gone | None]],
-                  other: Callable[[str], Gone | None] = lambda channel: None,
+                  other: Callable[[str, dict[str, Any]], Gone | None] = lambda *_: None,
                   stdin: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     """Emit the cell's output until its reply; the run's result. Whenever nothing came for
     LIVENESS_INTERVAL, `quiet()` checks the kernel; input requests go to `stdin`, and a
     message on another channel to `other` (the gateway client's own notices): a Gone from
-    either ends the run. `quiet` may raise NotTaken."""
+    either ends the run. `quiet` and `other` may raise NotTaken."""
     while not cell.done:
         try:
             async with asyncio.timeout(LIVENESS_INTERVAL):
@@ -147,7 +148,7 @@ async def collect(cell: Cell, emit: Emit, quiet: Callable[[], Awaitable[Gone | N
             if channel == "stdin" and stdin is not None:
                 stdin(msg)
                 continue
-            gone = other(channel)
+            gone = other(channel, msg)
         if gone is not None:
             emit(Chunk("console", "output", f"\n[{gone.said or gone.error}]\n"))
             return RunResult("error", gone.error)
