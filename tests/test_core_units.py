@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from oi_lsp.core import llm as model
+from oi_lsp.core.aio import Soon
 from oi_lsp.core.prompt import to_model_messages
 from oi_lsp.core.settings import SettingsError, check, client_section, combine, env_layer
 from oi_lsp.core.streamer import INTERVAL, Streamer
@@ -94,6 +95,19 @@ async def test_streamer_blocks_and_coalescing() -> None:
         ("image", True, None, None), ("image", None, None, "iVBOR"), ("image", None, True, None),
         ("status", None, None, None),
     ]
+
+
+async def test_soon_calls_once_when_the_task_waits_or_when_told() -> None:
+    said: list[str] = []
+    Soon(said.append, "waited")
+    told = Soon(said.append, "told")
+    assert said == []  # nothing before the task waits
+    told.now()
+    told.now()
+    assert said == ["told"]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert said == ["told", "waited"]  # each once
 
 
 def test_settings_precedence_and_errors() -> None:

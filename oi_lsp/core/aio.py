@@ -55,3 +55,21 @@ def log_failure(what: str) -> Any:
             log.error("%s: %s", what, task.exception())
 
     return check
+
+
+class Soon:
+    """`func(*args)` once: when the calling task first waits (the loop's next iteration), or at
+    now() if that comes first. A notice of work about to start goes out while the work runs:
+    for a warm REPL, once its code is sent, instead of before."""
+
+    def __init__(self, func: Callable[..., None], *args: Any) -> None:
+        self._call: Callable[[], None] | None = functools.partial(func, *args)
+        self._handle = asyncio.get_running_loop().call_soon(self.now)
+
+    def now(self) -> None:
+        """Make the call now, if it was not made yet (before any later notice, so the order
+        stays)."""
+        call, self._call = self._call, None
+        if call is not None:
+            self._handle.cancel()
+            call()

@@ -16,7 +16,7 @@ from ..executors.sandbox import blocked
 from ..executors.sandbox.policy import Sandbox
 from ..protocol import LanguageInfo, ReplStatus
 from .activity import Activity
-from .aio import log_failure
+from .aio import Soon, log_failure
 from .link import Tell
 from .run_output import RunOutput
 from .settings import Settings
@@ -109,7 +109,7 @@ class Repls:
         user let this one run out of the sandbox). A confined run the sandbox refused says
         so, in its output and its result's `blocked`."""
         emit = self._emitter(turn_id, output)
-        self._activity.set(turn_id, "running")
+        running = Soon(self._activity.set, turn_id, "running")
         try:
             name = registry.canonical(language)
             if name == "python" and not outside:
@@ -139,6 +139,7 @@ class Repls:
             emit(Chunk("console", "output", f"could not start {language}: {exc}\n"))
             return RunResult("error", f"could not start {language}: {exc}")
         finally:
+            running.now()
             self._streamer.close()
             self._activity.set(turn_id, "idle")
 

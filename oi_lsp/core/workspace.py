@@ -14,7 +14,7 @@ import anyio
 
 from .. import protocol
 from ..executors import registry
-from ..executors.base import RunResult
+from ..executors.base import Chunk, RunResult
 from ..protocol import (
     ChatParams,
     ChatResult,
@@ -29,6 +29,7 @@ from ..protocol import (
 )
 from . import attachments, magic, user_input
 from .activity import Activity
+from .aio import Soon
 from .approval import Approvals, Gate
 from .context_window import Spend
 from .conversation import Conversation
@@ -294,35 +295,24 @@ class Workspace:
             await (self.trust.read.wait() if self.opened else self.trust.check())
         output = RunOutput(self.conversation.spill_dir() / f"{turn_id}.txt", spill_from=2 * KEEP)
         timeout = params.timeout or self.settings().execution_timeout
-        self._event(turn_id, "execute", "running")
+        running = Soon(self._event, turn_id, "execute", "running")
         result = RunResult("stopped", "stopped by the user")
         try:
             with scope:
                 result = await self.repls.run(turn_id, params.language, params.code, output,
                                               timeout)
         except asyncio.CancelledError:  # not a stop: the request itself was cancelled
+            running.now()
             self._event(turn_id, "execute", "stopped")
             raise
         status = "done" if result.status in ("ok", "error", "timeout") else "stopped"
         await output.finish()
-        self._record_run(turn_id, params, result, output)
+        running.now()
+        _record_run(self.conversation, turn_id, params, result,
+                    model_view(result, output, self.settings().max_output), output.displays())
         self._event(turn_id, "execute", status)
         return ExecuteResult(turn_id=turn_id, status=result.status, error=result.error,
                              outputs=merge_outputs(output.chunks()))
-
-    def _record_run(self, turn_id: str, params: ExecuteParams, result: RunResult,
-                    output: RunOutput) -> None:
-        """The user's own run, kept in the conversation: its code, what it printed (as the
-        model would see it) and what it displayed. The model hears of it with the next
-        message (prompt.py)."""
-        conversation = self.conversation
-        conversation.record(Message(role="user", type="code", format=params.language,
-                                    content=params.code, turn_id=turn_id,
-                                    outcome=outcome_of(result)))
-        conversation.record(Message(role="computer", type="console", format="output",
-                                    turn_id=turn_id, content=model_view(
-                                        result, output, self.settings().max_output)))
-        conversation.record_displays(output.displays(), turn_id)
 
     async def stop(self, fate: CodeOutcome = "stopped") -> bool:
         """Stop the turn and the runs; a proposal left waiting gets `fate`."""
@@ -365,6 +355,19 @@ class Workspace:
             turn_id=turn_id, workspace=self.uri, kind=kind, status=status, error=error,
             error_kind=error_kind, usage=usage).wire())
         self.transcript.update()  # a run's record, a turn's end
+
+
+def _record_run(conversation: Conversation, turn_id: str, params: ExecuteParams,
+                result: RunResult, printed: str, displays: list[Chunk]) -> None:
+    """The user's own run, kept in the conversation: its code, what it printed (as the model
+    would see it) and what it displayed. The model hears of it with the next message
+    (prompt.py)."""
+    conversation.record(Message(role="user", type="code", format=params.language,
+                                content=params.code, turn_id=turn_id,
+                                outcome=outcome_of(result)))
+    conversation.record(Message(role="computer", type="console", format="output",
+                                turn_id=turn_id, content=printed))
+    conversation.record_displays(displays, turn_id)
 
 
 async def _outcome(work: Awaitable[Outcome]) -> Outcome:
