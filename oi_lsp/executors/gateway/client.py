@@ -158,7 +158,7 @@ class GatewayClient:
             except (WebSocketException, OSError, ValueError) as exc:
                 log.warning("kernel channels on %s dropped: %s", self.config.host, exc)
             self._connected.clear()
-            await self._stop_recheck()
+            self._stop_recheck()
             if self._closing:
                 return
             reason = await self._reconnect()
@@ -199,11 +199,11 @@ class GatewayClient:
                 route.put_nowait(("reconnected", {"msg_type": "reconnected",
                                                   "content": {"execution_count": count}}))
 
-    async def _stop_recheck(self) -> None:
+    def _stop_recheck(self) -> None:
+        """Its count would answer for a connection gone again; cancelled, its own `finally`
+        drops its route (nothing to wait for)."""
         if self._recheck is not None:
             self._recheck.cancel()
-            with contextlib.suppress(BaseException):
-                await self._recheck
             self._recheck = None
 
     def unroute(self, msg_id: str) -> None:
@@ -272,7 +272,7 @@ class GatewayClient:
         """Close the channels and the REST session; open() and open_channels() start anew."""
         self._closing = True
         try:
-            await self._stop_recheck()
+            self._stop_recheck()
             if self._reader is not None:
                 self._reader.cancel()
                 with contextlib.suppress(BaseException):
