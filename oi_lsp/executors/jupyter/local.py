@@ -306,12 +306,12 @@ class KernelExecutor(Executor):
     async def _run_cell(self, code: str, emit: Emit) -> RunResult | None:
         """One execute request; None when the kernel died before it started the cell."""
         cell = Cell(self._channels.pacing.read)
+        since = run_start()  # before the send: the kernel may start a process at once
         # With a way to answer, the code may read input (input(), getpass): each request
         # goes to the user; without, ipykernel's StdinNotImplementedError says why it fails.
         msg_id = self._kc.execute(code, store_history=True,
                                   allow_stdin=self.read_input is not None)
         self._channels.routes[msg_id] = cell.queue
-        since = run_start()
         answers = Answers(self.read_input, self._kc.input, emit)
         try:
             return await collect(cell, emit, lambda: self._quiet(cell), stdin=answers.request)
