@@ -142,12 +142,12 @@ class GatewayKernelExecutor(Executor):
         answers = Answers(self.read_input, self._reply, emit)
         before = client.execution_count
 
-        def notified(channel: str, msg: dict[str, Any]) -> Gone | None:
+        def notified(channel: str, notice: dict[str, Any]) -> Gone | None:
             if channel == "reconnected" and cell.reply is None:
                 # The kernel answered the client's probe, so it is done with this request
                 # if it ever got it: an unchanged count says it did not.
                 if (not cell.busy and before is not None
-                        and msg["content"].get("execution_count") == before):
+                        and notice["content"].get("execution_count") == before):
                     raise NotTaken
                 return Gone(f"the connection to the kernel gateway at {self.config.url} "
                             f"dropped during this run and its end was lost",
