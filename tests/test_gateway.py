@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -272,86 +272,81 @@ class Proxy:
         self.drop()
 
 
+@pytest.fixture
+async def proxy(gateway: Gateway) -> AsyncIterator[Proxy]:
+    """A Proxy in front of the module's gateway, stopped after the test."""
+    relay = Proxy(gateway.port)
+    await relay.start()
+    yield relay
+    await relay.stop()
+
+
+async def lose(proxy: Proxy, direction: str, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """`run`'s result, while what goes `direction` is swallowed and then the connection is
+    cut: the way a connection dying silently ends."""
+    proxy.swallow.add(direction)
+    task = asyncio.ensure_future(run)
+    await asyncio.wait_for(proxy.swallowed.wait(), 30)
+    await asyncio.sleep(0.5)  # whatever else goes that way, lost as well
+    proxy.swallow.clear()
+    proxy.drop()
+    return await asyncio.wait_for(task, 60)
+
+
 async def test_dropped_websocket_reconnects(servers: list[OIClient], gateway: Gateway,
-                                            model: ModelServer, workspace: Path,
+                                            proxy: Proxy, model: ModelServer, workspace: Path,
                                             data_dir: Path) -> None:
-    proxy = Proxy(gateway.port)
-    await proxy.start()
-    try:
-        client = await start(servers, workspace, model, data_dir,
-                             kernelGateway={"url": proxy.url, "token": gateway.token})
-        assert (await client.execute("python", "x = 41"))["status"] == "ok"
-        proxy.drop()  # the kernel's WebSocket (and any kept-alive HTTP) cut
-        result = await client.execute("python", "print(x + 1)")
-        assert result["status"] == "ok", result
-        assert result["outputs"][0]["content"] == "42\n"  # reconnected: same kernel, same x
+    client = await start(servers, workspace, model, data_dir,
+                         kernelGateway={"url": proxy.url, "token": gateway.token})
+    assert (await client.execute("python", "x = 41"))["status"] == "ok"
+    proxy.drop()  # the kernel's WebSocket (and any kept-alive HTTP) cut
+    result = await client.execute("python", "print(x + 1)")
+    assert result["status"] == "ok", result
+    assert result["outputs"][0]["content"] == "42\n"  # reconnected: same kernel, same x
 
-        # Cut and kept away longer than the bounded retries: a clear error, nothing local.
-        await proxy.stop()
-        marker = workspace / "ran-locally.txt"
-        lost = await asyncio.wait_for(client.execute(
-            "python", f"open({str(marker)!r}, 'w').write('x')"), 60)
-        assert lost["status"] == "error" and proxy.url in lost["error"], lost
-        assert not marker.exists()
+    # Cut and kept away longer than the bounded retries: a clear error, nothing local.
+    await proxy.stop()
+    marker = workspace / "ran-locally.txt"
+    lost = await asyncio.wait_for(client.execute(
+        "python", f"open({str(marker)!r}, 'w').write('x')"), 60)
+    assert lost["status"] == "error" and proxy.url in lost["error"], lost
+    assert not marker.exists()
 
-        await proxy.start()  # back: the same kernel again, its state kept
-        back = await client.execute("python", "print(x)")
-        assert back["status"] == "ok", back
-        assert back["outputs"][-1]["content"].endswith("41\n")
-        await client.close()
-        servers.remove(client)
-        assert_no_token(client, data_dir)
-    finally:
-        await proxy.stop()
+    await proxy.start()  # back: the same kernel again, its state kept
+    back = await client.execute("python", "print(x)")
+    assert back["status"] == "ok", back
+    assert back["outputs"][-1]["content"].endswith("41\n")
+    await client.close()
+    servers.remove(client)
+    assert_no_token(client, data_dir)
 
 
 async def test_a_request_lost_with_its_connection_is_sent_again(
-        servers: list[OIClient], gateway: Gateway, model: ModelServer, workspace: Path,
-        data_dir: Path) -> None:
+        servers: list[OIClient], gateway: Gateway, proxy: Proxy, model: ModelServer,
+        workspace: Path, data_dir: Path) -> None:
     """The connection dies silently just as a run is sent: the request never reaches the
     kernel. After the reconnect the run is sent again, and runs once."""
-    proxy = Proxy(gateway.port)
-    await proxy.start()
-    try:
-        client = await start(servers, workspace, model, data_dir,
-                             kernelGateway={"url": proxy.url, "token": gateway.token})
-        assert (await client.execute("python", "x, n = 41, 0"))["status"] == "ok"
-        proxy.swallow.add("up")
-        run = asyncio.create_task(client.execute("python", "n += 1; print(x + n)"))
-        await asyncio.wait_for(proxy.swallowed.wait(), 30)
-        proxy.swallow.clear()
-        proxy.drop()
-        result = await asyncio.wait_for(run, 60)
-        assert result["status"] == "ok", result
-        assert [o["content"] for o in result["outputs"]] == ["42\n"]
-        assert (await client.execute("python", "print(n)"))["outputs"][0]["content"] == "1\n"
-    finally:
-        await proxy.stop()
+    client = await start(servers, workspace, model, data_dir,
+                         kernelGateway={"url": proxy.url, "token": gateway.token})
+    assert (await client.execute("python", "x, n = 41, 0"))["status"] == "ok"
+    result = await lose(proxy, "up", client.execute("python", "n += 1; print(x + n)"))
+    assert result["status"] == "ok", result
+    assert [o["content"] for o in result["outputs"]] == ["42\n"]
+    assert (await client.execute("python", "print(n)"))["outputs"][0]["content"] == "1\n"
 
 
 async def test_a_run_whose_answers_were_lost_says_so_and_is_not_sent_again(
-        servers: list[OIClient], gateway: Gateway, model: ModelServer, workspace: Path,
-        data_dir: Path) -> None:
+        servers: list[OIClient], gateway: Gateway, proxy: Proxy, model: ModelServer,
+        workspace: Path, data_dir: Path) -> None:
     """The request arrives and runs, but every answer is lost with the connection: the run
     ends with an error that says so, and is not run a second time."""
-    proxy = Proxy(gateway.port)
-    await proxy.start()
-    try:
-        client = await start(servers, workspace, model, data_dir,
-                             kernelGateway={"url": proxy.url, "token": gateway.token})
-        assert (await client.execute("python", "n = 0"))["status"] == "ok"
-        proxy.swallow.add("down")
-        run = asyncio.create_task(client.execute("python", "n += 1; print('ran')"))
-        await asyncio.wait_for(proxy.swallowed.wait(), 30)
-        await asyncio.sleep(0.5)  # the rest of its answers, lost as well
-        proxy.swallow.clear()
-        proxy.drop()
-        result = await asyncio.wait_for(run, 60)
-        assert result["status"] == "error", result
-        assert "dropped during this run" in result["error"], result
-        said = "".join(o["content"] for o in result["outputs"])
-        assert "what it printed after the drop was lost" in said, said
-        back = await client.execute("python", "print(n)")
-        assert back["outputs"][0]["content"] == "1\n", back  # ran exactly once
-    finally:
-        await proxy.stop()
+    client = await start(servers, workspace, model, data_dir,
+                         kernelGateway={"url": proxy.url, "token": gateway.token})
+    assert (await client.execute("python", "n = 0"))["status"] == "ok"
+    result = await lose(proxy, "down", client.execute("python", "n += 1; print('ran')"))
+    assert result["status"] == "error", result
+    assert "dropped during this run" in result["error"], result
+    said = "".join(o["content"] for o in result["outputs"])
+    assert "what it printed after the drop was lost" in said, said
+    back = await client.execute("python", "print(n)")
+    assert back["outputs"][0]["content"] == "1\n", back  # ran exactly once
