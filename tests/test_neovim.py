@@ -283,15 +283,20 @@ def test_always_turns_auto_run_on(nvim: Nvim, model: ModelServer, workspace: Pat
         T.keys("a")
         T.wait_text("Both ran.")
         T.wait_idle()
-        local res = require("oi.client").request_sync(T.root, "oi/configure", {})
-        return { autoRun = res.settings.autoRun }
+        local client = require("oi.client")
+        local res = client.request_sync(T.root, "oi/configure", {})
+        local sandbox = {}
+        for _, repl in ipairs(client.request_sync(T.root, "oi/status", {}).repls) do
+          sandbox[repl.language] = repl.sandbox
+        end
+        return { autoRun = res.settings.autoRun, sandbox = sandbox }
     """, workspace)
     assert run.result["autoRun"] is True
     assert "_(auto-run)_" in run.lines
-    # autoRun puts the REPL in the sandbox (its default with autoRun): it restarts, saying so.
-    first, second = tool_results(model.requests[2])
-    assert first == "first" and second.endswith("\nsecond")
-    assert "the sandbox changed (off -> workspace-write)" in second
+    # The approval goes once autoRun is on, so both runs ran in its sandbox (its default with
+    # autoRun): the kernel, started before, restarted before any code ran, with nothing to say.
+    assert run.result["sandbox"]["python"] == "workspace-write"
+    assert tool_results(model.requests[2]) == ["first", "second"]
 
 
 def test_always_for_this_command(nvim: Nvim, model: ModelServer, workspace: Path) -> None:

@@ -101,11 +101,13 @@ function M.answered(root, p)
   end
 end
 
-local function answer(root, decision, code, proposal_id)
+-- The waiting proposal, taken off the chat's keys and marked with the answer (nil, after a
+-- warning, when none waits or another one does).
+local function take(root, decision, proposal_id)
   local entry = pending[root]
   if not entry or (proposal_id and entry.proposal.proposalId ~= proposal_id) then
     vim.notify("oi: no proposal is waiting", vim.log.levels.WARN)
-    return false
+    return nil
   end
   pending[root] = nil
   unmap(root)
@@ -113,8 +115,18 @@ local function answer(root, decision, code, proposal_id)
   chat.set_marked(root, entry.mark, ({ run = "_→ run_", skip = "_→ skipped_", edit = "_→ edited_",
     outside = "_→ run outside the sandbox_" })[decision])
   if decision ~= "run" then chat.shown(root, nil) end
+  return entry
+end
+
+local function send(root, entry, decision, code)
   require("oi.client").request(root, "oi/approve",
     { proposalId = entry.proposal.proposalId, decision = decision, code = code })
+end
+
+local function answer(root, decision, code, proposal_id)
+  local entry = take(root, decision, proposal_id)
+  if not entry then return false end
+  send(root, entry, decision, code)
   return true
 end
 
@@ -233,14 +245,21 @@ function M.always(root)
   if vim.fn.confirm("Run every proposal of this workspace without asking?", "&Yes\n&No", 2) ~= 1 then
     return
   end
+  local entry = take(root, "run")
+  if not entry then return end
+  -- The run goes once the settings have changed, so it runs as auto-run does (in its sandbox),
+  -- not in the REPL the change then restarts.
   require("oi.client").request(root, "oi/configure", { autoRun = true }, function(res)
     if res.settings and res.settings.autoRun then
       vim.notify("oi: auto-run is on for " .. root)
     else
       vim.notify("oi: auto-run stays off (the workspace is not trusted)", vim.log.levels.WARN)
     end
+    send(root, entry, "run")
+  end, function(err) -- the setting failed; this proposal was still answered "run"
+    require("oi.chat").error(root, "oi/configure: " .. (err.message or vim.inspect(err)))
+    send(root, entry, "run")
   end)
-  answer(root, "run")
 end
 
 return M
