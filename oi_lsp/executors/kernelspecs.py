@@ -5,11 +5,15 @@ list of languages asks, so what was read is kept for SPECS_TTL seconds."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..languages import ALIASES
+
+if TYPE_CHECKING:
+    from jupyter_client.kernelspec import KernelSpecManager
 
 SPECS_TTL = 30.0
 
@@ -53,3 +57,17 @@ def by_language(specs: Mapping[str, Any]) -> dict[str, str]:
         if language:
             found.setdefault(ALIASES.get(language, language), str(name))
     return found
+
+
+def spec_manager() -> KernelSpecManager:
+    """A KernelSpecManager told where the kernelspecs are: jupyter's folders and IPython's.
+
+    Left to find them itself, it imports IPython.paths for the last one, and with it all of
+    IPython (~77 modules, ~2.8 MiB) into a server that never runs IPython itself; IPython's
+    rule for that folder is $IPYTHONDIR, else ~/.ipython."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_core.paths import jupyter_path
+
+    ipython = os.environ.get("IPYTHONDIR") or os.path.join(os.path.expanduser("~"), ".ipython")
+    return KernelSpecManager(kernel_dirs=[*jupyter_path("kernels"),
+                                          os.path.join(ipython, "kernels")])

@@ -32,18 +32,16 @@ def installed_kernels() -> dict[str, str]:
 
 
 def _read_installed() -> dict[str, str]:
-    from jupyter_client.kernelspec import KernelSpecManager  # lazy: only when languages are listed
-
-    return kernelspecs.by_language(KernelSpecManager().get_all_specs())
+    return kernelspecs.by_language(kernelspecs.spec_manager().get_all_specs())
 
 
 def kernel_program(kernel_name: str) -> str | None:
     """The program a local kernelspec starts (its argv[0]), when it is a Python kernel; None
     when there is no such kernelspec (blocking: reads the kernel folders)."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    from jupyter_client.kernelspec import NoSuchKernel
 
     try:
-        spec = KernelSpecManager().get_kernel_spec(kernel_name)
+        spec = kernelspecs.spec_manager().get_kernel_spec(kernel_name)
     except (NoSuchKernel, OSError, ValueError):
         return None
     if spec.language.strip().lower() not in ("python", "python3") or not spec.argv:

@@ -18,7 +18,7 @@ import anyio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
-from .. import active_line, interpreter
+from .. import active_line, interpreter, kernelspecs
 from ..base import Chunk, Emit, Executor, RunResult, driver
 from ..process import (
     end_launcher,
@@ -150,7 +150,7 @@ class KernelExecutor(Executor):
         sandbox.check()  # refuse before anything starts
         await interpreter.check(self.python)
         private = await asyncio.to_thread(self._private)
-        km = _Manager(kernel_name=self.kernel_name)
+        km = _Manager(kernel_name=self.kernel_name, kernel_spec_manager=kernelspecs.spec_manager())
         km.python = self.python
         km.launch = lambda cmd, connection: sandbox.command(
             cmd, self.cwd, private, follow_parent=not self.keep, ports_from=connection)
