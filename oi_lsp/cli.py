@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-from . import __version__
+from . import __version__, httpx_compat
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
         from .daemon.relay import main as relay  # before the parser: it imports pydantic
 
         sys.exit(relay())
+    httpx_compat.skip_cli()  # before litellm or the gateway client imports httpx
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.token is not None:
