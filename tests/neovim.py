@@ -3,12 +3,15 @@ against the real oi-lsp of this checkout, and what a scenario returns."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,8 +61,8 @@ class Nvim:
         self.home.mkdir()
         self.tag = uuid.uuid4().hex
 
-    def run(self, body: str, cwd: Path, setup: dict[str, Any] | None = None,
-            timeout: float = 150) -> Run:
+    def _init(self, setup: dict[str, Any] | None) -> Path:
+        """An init.lua loading the plugin of this checkout, set up with `setup`."""
         options = {"cmd": [OI_LSP], "settings": self.model.settings(), **(setup or {})}
         init = self.tmp / "init.lua"
         init.write_text(
@@ -67,22 +70,30 @@ class Nvim:
             "vim.opt.swapfile = false\n"
             "vim.cmd.runtime('plugin/oi.lua')\n"
             f"require('oi').setup({lua(options)})\n")
+        return init
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OI_LSP_DATA_DIR": str(self.data_dir),
+               "OI_NVIM_TEST": self.tag, "HOME": str(self.home),
+               "XDG_CONFIG_HOME": str(self.home / "config"),
+               "XDG_DATA_HOME": str(self.home / "data"),
+               "XDG_STATE_HOME": str(self.home / "state"),
+               "XDG_CACHE_HOME": str(self.home / "cache"), **extra}
+        for key in ("OI_MODEL", "OI_API_BASE", "OI_API_KEY", "NVIM", "NVIM_LISTEN_ADDRESS"):
+            env.pop(key, None)
+        return env
+
+    def run(self, body: str, cwd: Path, setup: dict[str, Any] | None = None,
+            timeout: float = 150) -> Run:
+        init = self._init(setup)
         script = self.tmp / f"scenario-{uuid.uuid4().hex[:6]}.lua"
         script.write_text(f"local T = dofile({json.dumps(str(HARNESS))})\n"
                           f"T.run(function()\n{body}\nend)\n")
         out = self.tmp / "out.json"
         out.unlink(missing_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(REPO), "OI_LSP_DATA_DIR": str(self.data_dir),
-               "OI_TEST_OUT": str(out), "OI_NVIM_TEST": self.tag, "HOME": str(self.home),
-               "XDG_CONFIG_HOME": str(self.home / "config"),
-               "XDG_DATA_HOME": str(self.home / "data"),
-               "XDG_STATE_HOME": str(self.home / "state"),
-               "XDG_CACHE_HOME": str(self.home / "cache")}
-        for key in ("OI_MODEL", "OI_API_BASE", "OI_API_KEY", "NVIM", "NVIM_LISTEN_ADDRESS"):
-            env.pop(key, None)
         proc = subprocess.run([str(NVIM), "--headless", "-u", str(init), "-i", "NONE",
-                               "-l", str(script)], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=timeout, check=False)
+                               "-l", str(script)], cwd=cwd, env=self._env(OI_TEST_OUT=str(out)),
+                              capture_output=True, text=True, timeout=timeout, check=False)
         if not out.exists():
             pytest.fail(f"nvim exited {proc.returncode} without a result:\n{proc.stderr[-4000:]}")
         data = json.loads(out.read_text())
@@ -92,6 +103,24 @@ class Nvim:
             pytest.fail(f"scenario failed: {run.error}\nstderr:\n{proc.stderr[-4000:]}")
         return run
 
+    @contextlib.contextmanager
+    def terminal(self, cwd: Path, setup: dict[str, Any] | None = None,
+                 size: tuple[int, int] = (100, 30)) -> Iterator[Terminal]:
+        """Neovim with the plugin in a real terminal (tmux), as a person runs it."""
+        init = self._init(setup)
+        name = f"oi-nvim-{self.tag[:12]}"
+        env = self._env()
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y",
+                        str(size[1]), "-c", str(cwd),
+                        *[a for k, v in env.items() if k in ENV_FOR_TMUX or k.startswith("OI_")
+                          for a in ("-e", f"{k}={v}")],
+                        f"{NVIM} -u {init} -i NONE"], check=True, env=env)
+        try:
+            yield Terminal(name)
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", name], check=False,
+                           capture_output=True)
+
     def kill_leftovers(self) -> None:
         """Nothing a scenario started may outlive it (nvim, oi-lsp, kernels)."""
         for proc in psutil.process_iter():
@@ -100,6 +129,41 @@ class Nvim:
                     proc.kill()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
+
+
+# What Neovim in tmux must see of _env (tmux gives a session its server's environment).
+ENV_FOR_TMUX = ("PYTHONPATH", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+                "XDG_CACHE_HOME", "PATH")
+
+
+class Terminal:
+    """A tmux session: keys in, the screen out."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def keys(self, *keys: str) -> None:
+        """tmux key names (Enter, Escape, C-c) or, with a leading "=", literal text."""
+        for key in keys:
+            args = ["-l", key[1:]] if key.startswith("=") else [key]
+            subprocess.run(["tmux", "send-keys", "-t", self.name, *args], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], check=True,
+                              capture_output=True, text=True).stdout
+
+    def wait(self, text: str, timeout: float = 60, last_line: bool = False) -> str:
+        """The screen once it shows `text` (with `last_line`, at the start of its last line:
+        the command line)."""
+        end = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            shown = screen.rstrip().splitlines()[-1:] if last_line else [screen]
+            if any(part.startswith(text) if last_line else text in part for part in shown):
+                return screen
+            if time.monotonic() > end:
+                pytest.fail(f"the screen never showed {text!r}:\n{screen}")
+            time.sleep(0.2)
 
 
 def last_user_message(body: dict[str, Any]) -> str:

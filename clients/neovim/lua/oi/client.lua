@@ -86,6 +86,11 @@ local function handlers()
       if value == nil then return vim.NIL end
       return { value = value }
     end,
+    -- The server cancels only its oi/input (the run ended): the open box closes.
+    ["$/cancelRequest"] = function()
+      require("oi.input").cancel()
+      return vim.NIL
+    end,
     -- The server's messages: errors to the chat, all to vim.notify, never a "Press ENTER".
     ["window/showMessage"] = function(err, params)
       local root = root_for(params)
