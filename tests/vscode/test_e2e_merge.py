@@ -31,25 +31,39 @@ OI_LSP = Path(sys.executable).with_name("oi-lsp")
 THEMES = {"light": ("Light Modern", ".monaco-workbench.vs:not(.vs-dark)"),
           "dark": ("Dark Modern", ".monaco-workbench.vs-dark")}
 STATUS_TEXT = "document.getElementById('oi-status-text').textContent"
-TOC_HAS_OI = """[...document.querySelectorAll('.settings-toc-container .monaco-list-row')]
-    .some((r) => r.textContent.includes('Open Interpreter'))"""
+TOC_ROW = ".settings-toc-container .monaco-list-row"
+TOC_HAS = """[...document.querySelectorAll('.settings-toc-container .monaco-list-row')]
+    .some((r) => r.textContent.includes(%s))"""
+
+
+def browse_to_extension(wb: Workbench) -> bool:
+    """Down the table of contents from "Merge Conflict" until "Open Interpreter" shows (a
+    virtual list: only the rows in view exist). False when it did not: the keys went elsewhere
+    (focus taken away) or the table was drawn anew."""
+    if not wb("evaluate", expression=TOC_HAS % "'Merge Conflict'"):
+        wb("click", selector=TOC_ROW, hasText="Extensions")
+    wb("click", selector=TOC_ROW, hasText="Merge Conflict")
+    for _ in range(40):
+        if wb("evaluate", expression=TOC_HAS % "'Open Interpreter'"):
+            return True
+        wb("keys", keys=["ArrowDown"])
+    return False
 
 
 def test_settings_read_as_open_interpreter(vscode: tuple[Workbench, Path]) -> None:
     wb, _ = vscode
     wb("command", title="Preferences: Open Settings (UI)")
     # As a user browses to them: Extensions > Open Interpreter in the table of contents.
-    wb("click", selector=".settings-toc-container .monaco-list-row", hasText="Extensions")
-    wb("click", selector=".settings-toc-container .monaco-list-row", hasText="Merge Conflict")
-    for _ in range(40):  # the table is a virtual list: go down it until the extension shows
-        if wb("evaluate", expression=TOC_HAS_OI):
-            break
-        wb("keys", keys=["ArrowDown"])
-    wb("click", selector=".settings-toc-container .monaco-list-row", hasText="Open Interpreter")
+    # Once in a full run the keys did not get there (CI load): up to three tries.
+    found = any(browse_to_extension(wb) for _ in range(3))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    if not found:
+        wb("screenshot", path=str(SHOTS / "settings-not-found.png"))
+        pytest.fail("the table of contents never showed Open Interpreter")
+    wb("click", selector=TOC_ROW, hasText="Open Interpreter")
     wb("wait", selector=".settings-editor .setting-item-title", hasText="Api Base")
     titles = wb("evaluate", expression="""[...document.querySelectorAll(
         '.settings-editor .setting-item-title')].map((t) => t.textContent)""")
-    SHOTS.mkdir(parents=True, exist_ok=True)
     wb("screenshot", path=str(SHOTS / "settings.png"))
     # Under the extension's "Open Interpreter" heading, no "Oi:" before each setting.
     assert titles[:3] == ["Model", "Api Base", "Profile"], titles
