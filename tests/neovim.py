@@ -158,8 +158,8 @@ class Terminal:
         end = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            shown = screen.rstrip().splitlines()[-1:] if last_line else [screen]
-            if any(part.startswith(text) if last_line else text in part for part in shown):
+            last = (screen.rstrip().splitlines() or [""])[-1]
+            if last.startswith(text) if last_line else text in screen:
                 return screen
             if time.monotonic() > end:
                 pytest.fail(f"the screen never showed {text!r}:\n{screen}")

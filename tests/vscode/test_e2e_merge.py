@@ -32,8 +32,7 @@ THEMES = {"light": ("Light Modern", ".monaco-workbench.vs:not(.vs-dark)"),
           "dark": ("Dark Modern", ".monaco-workbench.vs-dark")}
 STATUS_TEXT = "document.getElementById('oi-status-text').textContent"
 TOC_ROW = ".settings-toc-container .monaco-list-row"
-TOC_HAS = """[...document.querySelectorAll('.settings-toc-container .monaco-list-row')]
-    .some((r) => r.textContent.includes(%s))"""
+TOC_HAS = f"[...document.querySelectorAll('{TOC_ROW}')].some((r) => r.textContent.includes(%s))"
 
 
 def browse_to_extension(wb: Workbench) -> bool:
