@@ -387,8 +387,8 @@ class Bench:
             "A": lambda: raw.timed(WARM)}, self.c.runs * WARM_ROUNDS)
         ours, a = r["ours"], r["A"]
         assert ours and a and r["off"]
-        b = (await self.interleave({"B": lambda: self.oi_timed("python", WARM)},
-                                   self.c.runs))["B"]
+        b = None if self.oi is None else (await self.interleave(
+            {"B": lambda: self.oi_timed("python", WARM)}, self.c.runs))["B"]
         self.warm_median = ours.median
         rat = ratio(ours, a)
         self.report.add(Row("1a", f"warm `{WARM}` via oi/execute", ours.ms(), "A " + a.ms(),
