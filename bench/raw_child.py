@@ -5,7 +5,8 @@ the GIL) with the clients of two oi-lsp servers and reads up to 1.7x slower than
 process: the baseline would be handicapped. Here it has a process and a loop to itself.
 
 Reads one JSON request per line on stdin and answers one JSON line each:
-- `{"op": "start", "cwds": [...]}`: start one kernel per folder (concurrently); `{"pids"}`;
+- `{"op": "start", "cwds": [...], "options": [...]}`: start one kernel per folder
+  (concurrently), `options` (if given) added to each kernel's command line; `{"pids"}`;
 - `{"op": "run", "code": ...}`: run it in every kernel at once; `{"seconds", "ok", "status"}`,
   timed here (from the request sent to the last reply read), so no pipe cost is counted;
 - `{"op": "cold", "cwd": ..., "code": ...}`: start a kernel, run, shut down; `{"seconds"}`.
@@ -31,7 +32,8 @@ class Worker:
     async def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
         if op == "start":
-            new = [RawKernel(Path(cwd)) for cwd in request["cwds"]]
+            options = request.get("options", [])
+            new = [RawKernel(Path(cwd), options=options) for cwd in request["cwds"]]
             self.kernels += new
             await asyncio.gather(*(k.start() for k in new))
             return {"ok": True, "pids": [k.pid for k in new]}

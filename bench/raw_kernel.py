@@ -7,6 +7,7 @@ the kernel is idle again and take the execute_reply.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +15,18 @@ from jupyter_client.manager import AsyncKernelManager
 
 
 class RawKernel:
-    def __init__(self, cwd: Path, kernel_name: str = "python3") -> None:
+    def __init__(self, cwd: Path, kernel_name: str = "python3",
+                 options: Sequence[str] = ()) -> None:
         self.cwd = cwd
         self.kernel_name = kernel_name
+        self.options = list(options)  # added to the kernel's command line
         self.km: AsyncKernelManager | None = None
         self.kc: Any = None
 
     async def start(self, attempts: int = 2) -> None:
         for attempt in range(attempts):
             self.km = AsyncKernelManager(kernel_name=self.kernel_name)
-            await self.km.start_kernel(cwd=str(self.cwd))
+            await self.km.start_kernel(cwd=str(self.cwd), extra_arguments=self.options)
             self.kc = self.km.client()
             self.kc.start_channels()
             try:

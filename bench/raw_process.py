@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,13 @@ class RawProcess:
             env={**os.environ, **bytecode_env()})
         await self._line(timeout)
 
-    async def start(self, *cwds: Path, timeout: float = 300) -> None:
-        """Spawn the process and start one kernel per folder in it."""
+    async def start(self, *cwds: Path, options: Sequence[str] = (),
+                    timeout: float = 300) -> None:
+        """Spawn the process and start one kernel per folder in it, with `options` added to
+        each kernel's command line."""
         await self.spawn()
-        answer = await self._ask({"op": "start", "cwds": [str(c) for c in cwds]}, timeout)
+        answer = await self._ask({"op": "start", "cwds": [str(c) for c in cwds],
+                                  "options": list(options)}, timeout)
         self.pids = [p for p in answer["pids"] if isinstance(p, int)]
 
     @property

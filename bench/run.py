@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from oi_lsp.client import server_command, to_uri
+from oi_lsp.executors.jupyter.compat import IPYKERNEL_OPTIONS
 from tests import modelserver as ms
 from tests.gateway_process import Gateway
 from tests.modelserver import ModelServer
@@ -331,9 +332,13 @@ class Bench:
         on = Server(self.data)
         off = Server(self.data, NO_COALESCING)
         raw = RawProcess()
+        # A′: the same raw front end, its kernel given the options oi-lsp gives its own (8h).
+        same = RawProcess()
         try:
             await raw.start(self.folder("ws-raw"))
             await raw.timed("x = 0")
+            await same.start(self.folder("ws-raw-same"), options=IPYKERNEL_OPTIONS)
+            await same.timed("x = 0")
             await on.start()
             # The sandbox (autoRun's default) measured on its own: row 8g.
             await on.initialize([ws], self.model.settings(autoRun=True, sandbox="off"))
@@ -348,7 +353,7 @@ class Bench:
             await off.initialize([self.folder("ws-off")], self.model.settings())
             await off.timed("x = 0")
             await wait_idle_cpu([on.pid, off.pid], timeout=120)
-            await self.warm(on, off, raw)
+            await self.warm(on, off, raw, same)
             await self.active_line(on)
             await self.sandboxed(on)
             await self.gateway(on)
@@ -360,7 +365,7 @@ class Bench:
             await self.model_turns(on)
             await self.scale(on)
         finally:
-            await raw.shutdown()
+            await asyncio.gather(raw.shutdown(), same.shutdown())
             await asyncio.gather(on.close(), off.close())
 
     async def interleave(self, sides: dict[str, Callable[[], Awaitable[float | None]]],
@@ -377,16 +382,17 @@ class Bench:
                     values[name].append(value)
         return {k: summarize(v) for k, v in values.items()}
 
-    async def warm(self, on: Server, off: Server, raw: RawProcess) -> None:
+    async def warm(self, on: Server, off: Server, raw: RawProcess, same: RawProcess) -> None:
         self.log("warm round trips")
         # 1a's target sits within what 30 rounds spread over (1.19–1.44× in six runs of 30 on
         # one machine), so its rounds are WARM_ROUNDS times as many: a round is ~0.2 s.
         # B, 0.6 s a run and nowhere near, is timed in rounds of its own.
         r = await self.interleave({
             "ours": lambda: on.timed(WARM), "off": lambda: off.timed(WARM),
-            "A": lambda: raw.timed(WARM)}, self.c.runs * WARM_ROUNDS)
-        ours, a = r["ours"], r["A"]
-        assert ours and a and r["off"]
+            "A": lambda: raw.timed(WARM), "A′": lambda: same.timed(WARM)},
+            self.c.runs * WARM_ROUNDS)
+        ours, a, a_same = r["ours"], r["A"], r["A′"]
+        assert ours and a and a_same and r["off"]
         b = None if self.oi is None else (await self.interleave(
             {"B": lambda: self.oi_timed("python", WARM)}, self.c.runs))["B"]
         self.warm_median = ours.median
@@ -397,6 +403,10 @@ class Bench:
         self.report.add(Row("1b", f"warm `{WARM}` via oi/execute", ours.ms(), base, rat_b,
                             "faster than B", verdict(None if b is None
                                                      else ours.median < b.median)))
+        # What the server itself adds: the same kernel on both sides.
+        self.report.add(Row("8h", f"warm `{WARM}` via oi/execute, against A′ (A's kernel "
+                                  "with oi-lsp's kernel options)", ours.ms(), "A′ " + a_same.ms(),
+                            fmt_ratio(ratio(ours, a_same))))
         self.report.add(Row("8a", "warm round trip, coalescing off", r["off"].ms(),
                             "coalescing on " + ours.ms(), fmt_ratio(ratio(r["off"], ours))))
         if self.loading is not None:

@@ -86,10 +86,15 @@ async def check(interpreter: Interpreter) -> str:
     return out.decode(errors="replace").strip()
 
 
+def is_ipykernel(cmd: list[str]) -> bool:
+    """`cmd` starts ipykernel (a Python kernelspec's command)."""
+    return len(cmd) >= 3 and cmd[1:3] == ["-m", "ipykernel_launcher"]
+
+
 def kernel_command(cmd: list[str], interpreter: Interpreter) -> list[str]:
     """A Python kernelspec's command with `interpreter` in its interpreter's place; another
     kernel's (a kernelspec the user chose by kernelName) is left as it is."""
-    if interpreter.own or len(cmd) < 3 or cmd[1:3] != ["-m", "ipykernel_launcher"]:
+    if interpreter.own or not is_ipykernel(cmd):
         return cmd
     return [interpreter.path, *cmd[1:]]
 

@@ -60,6 +60,8 @@ class _Manager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = interpreter.kernel_command(super().format_kernel_cmd(extra_arguments), self.python)
+        if interpreter.is_ipykernel(cmd):
+            cmd = [*cmd, *compat.IPYKERNEL_OPTIONS]
         return self.launch(cmd, self.connection_file)
 
 
