@@ -63,7 +63,9 @@ class Report:
             "Interpreter's housekeeping, is not timed in the next). Every baseline runs in a "
             "fresh process of its own that does nothing else and times itself: A (raw "
             "jupyter_client) in bench/raw_child.py, one process for the warm and flood figures, "
-            "one per cold start, one driving the scale figure's kernels; B in Open "
+            "one per cold start, one driving the scale figure's kernels (each kernel as "
+            "ipykernel starts by default); A′, A's kernel started with the options oi-lsp "
+            "gives its own (row 8h), in one more; B in Open "
             "Interpreter's own venv. oi-lsp's figures are timed by the benchmark's client, "
             "request sent to response read.",
             "",
