@@ -85,6 +85,7 @@ async def test_client_without_support_is_told_why(client: OIClient) -> None:
     assert result["status"] == "error"
     text = "".join(o["content"] for o in result["outputs"])
     assert "oiInput" in text and "EOFError" in text
+    assert "ipykernel" not in text  # its own frames are left out of the traceback
     assert not asked(client)
 
 
@@ -93,9 +94,13 @@ async def test_unanswered_input_times_out(start_server: StartServer, workspace: 
     never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     client = await answering(start_server, workspace, model, lambda params: never,
                              inputTimeout=1)
-    result = await client.execute("python", "input('name? ')")
+    result = await client.execute("python", "def ask():\n    return input('name? ')\nask()")
     assert result["status"] == "error"
-    assert "inputTimeout" in "".join(o["content"] for o in result["outputs"])
+    text = "".join(o["content"] for o in result["outputs"])
+    assert "inputTimeout" in text
+    # The user's frames, then the error: none of ipykernel's own (kernelbase.py's input).
+    assert "----> 3 ask()" in text and "----> 2     return input('name? ')" in text
+    assert "ipykernel" not in text and text.rstrip().endswith("EOFError:")
 
 
 async def test_password_kept_from_history_and_model(start_server: StartServer,

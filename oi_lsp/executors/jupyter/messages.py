@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,9 @@ KERNEL_REINTERRUPT = 0.5
 LIVENESS_INTERVAL = 1.0
 
 _PLACEHOLDER_PREFIX = "<IPython.core.display."
+# A traceback's frame in ipykernel's own code (the input() it provides, which raises EOFError
+# when no answer came): a dozen lines that are never the user's mistake, left out of the output.
+_KERNEL_FRAME = re.compile(r"File [^\n]*[/\\]ipykernel[/\\][^/\\\n]+\.py:\d+, in ")
 
 Message = tuple[str, dict[str, Any]]  # (channel, Jupyter message)
 
@@ -65,8 +69,9 @@ class Cell:
                 emit(chunk)
         elif kind == "error":
             self.error = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
+            shown = [strip_ansi(entry) for entry in content.get("traceback", [])]
             emit(Chunk("console", "output",
-                       strip_ansi("\n".join(content.get("traceback", []))) + "\n"))
+                       "\n".join(e for e in shown if not _KERNEL_FRAME.match(e)) + "\n"))
 
     def result(self) -> RunResult:
         reply = self.reply or {}
