@@ -205,16 +205,39 @@ def test_status_and_progress(nvim: Nvim, model: ModelServer, workspace: Path) ->
         vim.cmd("OIChat sleep a little")
         T.wait(function() return oi.status():find("waiting", 1, true) ~= nil end, "waiting")
         local waiting, lsp_waiting = oi.status(), vim.lsp.status()
+        local function drawn(win)
+          return vim.api.nvim_eval_statusline(vim.wo[win].statusline,
+                                              { winid = win, maxwidth = 240 }).str
+        end
+        local chat_win = vim.fn.bufwinid(T.chat().buffer(T.root))
+        local prompt_win = vim.fn.bufwinid(T.chat().prompt_buffer(T.root))
+        local lines = { chat = drawn(chat_win), prompt = drawn(prompt_win) }
         T.focus_chat()
         T.keys("r")
         T.wait(function() return oi.status():find("CPU", 1, true) ~= nil end, "the run's figures")
         local running = oi.status()
         T.wait_text("Slept well.")
         T.wait_idle()
-        return { before = before, waiting = waiting, lsp_waiting = lsp_waiting,
+        lines.after = drawn(chat_win)
+        lines.narrow = vim.api.nvim_eval_statusline(vim.wo[chat_win].statusline,
+                                                    { winid = chat_win }).str
+        -- a window of ours showing another buffer: the usual status line, with its name
+        vim.api.nvim_win_set_buf(chat_win, vim.fn.bufadd("/tmp/elsewhere.txt"))
+        vim.wo[chat_win].statusline = T.chat().STATUSLINE
+        lines.other = drawn(chat_win)
+        return { before = before, waiting = waiting, lsp_waiting = lsp_waiting, lines = lines,
                  running = running, after = oi.status(), progress = progress, events = events }
     """, workspace)
     r = run.result
+    # The chat's windows name their folder and what it does, not their oi:// buffers.
+    lines = r["lines"]
+    assert lines["chat"].startswith(" oi · ws ")
+    assert lines["chat"].endswith(" waiting for your approval · All ")
+    assert re.fullmatch(r" message · ws +All ", lines["prompt"])
+    assert " tokens" in lines["after"] and lines["after"].startswith(" oi · ")
+    assert lines["other"].startswith("/tmp/elsewhere.txt ")
+    assert re.fullmatch(r" oi · ws +[\d,]+ tokens · Top ", lines["narrow"])  # 40 columns
+    assert not any("oi://" in line for line in lines.values())
     assert r["before"] == ""
     assert r["waiting"] == "oi: waiting for your approval"
     assert "Open Interpreter: waiting for your approval" in r["lsp_waiting"]

@@ -117,6 +117,27 @@ local function pair(st, chat_win, prompt_win)
   end })
 end
 
+-- The status line of a chat's two windows, instead of their buffers' names (oi://chat/...,
+-- cut at the left): the folder's name (the header has its path), and in the chat's what its
+-- workspace does now or the session's spend.
+M.STATUSLINE = "%!v:lua.require'oi.chat'.statusline()"
+
+local function escape(text) return (text:gsub("%%", "%%%%")) end
+
+--- The status line M.STATUSLINE draws for window `g:statusline_winid`; the usual one once the
+--- window shows another buffer.
+---@return string
+function M.statusline()
+  local buf = vim.api.nvim_win_get_buf(vim.g.statusline_winid or 0)
+  local root = vim.b[buf].oi_root
+  if not root then return "%<%f %h%m%r%=%-14.(%l,%c%V%) %P" end
+  local folder = escape(vim.fn.fnamemodify(root, ":t"))
+  local st = states[root]
+  if st and buf == st.prompt then return (" message · %%<%s%%= %%P "):format(folder) end
+  local now = require("oi.status").text(root):gsub("^oi: ", "")
+  return (" oi · %%<%s%%=%s %%P "):format(folder, now ~= "" and escape(now) .. " ·" or "")
+end
+
 local function open_window(st)
   local layout = require("oi").config.layout
   local win
@@ -135,6 +156,7 @@ local function open_window(st)
   end
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
+  vim.wo[win].statusline = M.STATUSLINE
   pair(st, win, prompt.open(st, win))
   vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(st.buf), 0 })
   vim.api.nvim_win_call(win, function() vim.cmd("normal! zb") end)

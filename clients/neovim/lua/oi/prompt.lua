@@ -48,6 +48,7 @@ function M.open(st, chat_win)
     vim.wo[win].winfixheight = true
   end
   vim.wo[win].winbar = M.HINT
+  vim.wo[win].statusline = require("oi.chat").STATUSLINE
   vim.wo[win].wrap = true
   return win
 end
