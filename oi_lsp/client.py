@@ -17,7 +17,7 @@ from pygls.lsp.client import LanguageClient
 
 from . import __version__, protocol
 from .lsp.jsonrpc import raw_params_converter
-from .lsp.pygls_compat import client_process
+from .lsp.pygls_compat import Dispatch, client_process
 from .uris import from_fs_path
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -34,7 +34,7 @@ def server_command() -> list[str]:
 
 class OIClient:
     def __init__(self) -> None:
-        self.lsp = LanguageClient("oi-lsp-client", __version__,
+        self.lsp = LanguageClient("oi-lsp-client", __version__, protocol_cls=Dispatch,
                                   converter_factory=raw_params_converter)
         self.notifications: list[tuple[str, dict[str, Any]]] = []
         self.listeners: list[Listener] = []

@@ -12,6 +12,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol
 
 from oi_lsp.lsp import pygls_compat
+from oi_lsp.lsp.jsonrpc import raw_params_converter
 
 
 class Probe(pygls_compat.Protocol):
@@ -115,3 +116,47 @@ def test_capabilities_built_sees_the_capabilities_pygls_built() -> None:
         result = done.value
     assert seen == [result.capabilities]
     assert list(result.capabilities.execute_command_provider.commands) == ["probe.one"]
+
+
+def test_messages_of_untyped_methods_reach_their_handlers_as_in_pygls() -> None:
+    """Dispatch's own path (requests, notifications, responses of methods pygls has no type
+    for) calls the handlers pygls would, each in its own context; the rest goes pygls' way."""
+    for name in ("_handle_request", "_handle_notification", "_handle_response"):
+        assert callable(getattr(JsonRPCProtocol, name, None)), name
+    server = LanguageServer("probe", "1", protocol_cls=Probe,
+                            converter_factory=raw_params_converter)  # as oi-lsp's
+    protocol = server.protocol
+    assert isinstance(protocol, Probe) and protocol._shutdown is False
+    seen: list[Any] = []
+
+    @server.feature("oi/probe")
+    def probe(params: Any) -> dict[str, Any]:
+        seen.append(("request", params))
+        return {"echo": params}
+
+    @server.feature("oi/told")
+    def told(params: Any) -> None:
+        seen.append(("notification", params))
+
+    def feed(data: dict[str, Any]) -> None:
+        protocol.handle_message(protocol.structure_message(data))
+
+    feed({"jsonrpc": "2.0", "id": 3, "method": "oi/probe", "params": {"x": 1}})
+    feed({"jsonrpc": "2.0", "method": "oi/told", "params": {"y": 2}})
+    future = protocol.send_request("oi/ask", {})
+    asked = protocol.sent[-1].id
+    feed({"jsonrpc": "2.0", "id": asked, "result": {"z": 3}})
+    assert future.result(timeout=1) == {"z": 3}
+    assert seen == [("request", {"x": 1}), ("notification", {"y": 2})]
+    answer = protocol.sent[0]
+    assert answer.id == 3 and answer.result == {"echo": {"x": 1}}
+    # An error and a typed LSP message (pygls' own class for it) go pygls' way.
+    failed = protocol.send_request("oi/ask", {})
+    feed({"jsonrpc": "2.0", "id": protocol.sent[-1].id,
+          "error": {"code": -32603, "message": "no"}})
+    assert "no" in str(failed.exception(timeout=1))
+    feed({"jsonrpc": "2.0", "id": 4, "method": "shutdown"})
+    assert protocol._shutdown is True and protocol.sent[-1].id == 4
+    # After shutdown, pygls refuses what is not exit: so does the fast path.
+    feed({"jsonrpc": "2.0", "method": "oi/told", "params": {"late": 1}})
+    assert len(seen) == 2
