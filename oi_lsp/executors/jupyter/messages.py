@@ -22,9 +22,11 @@ KERNEL_REINTERRUPT = 0.5
 LIVENESS_INTERVAL = 1.0
 
 _PLACEHOLDER_PREFIX = "<IPython.core.display."
-# A traceback's frame in ipykernel's own code (the input() it provides, which raises EOFError
-# when no answer came): a dozen lines that are never the user's mistake, left out of the output.
-_KERNEL_FRAME = re.compile(r"File [^\n]*[/\\]ipykernel[/\\][^/\\\n]+\.py:\d+, in ")
+# A traceback's frame in the installed ipykernel's own code (the input() it provides, which
+# raises EOFError when no answer came): a dozen lines that are never the user's mistake, left
+# out of the output. (Someone working on ipykernel's own source has it outside site-packages.)
+_KERNEL_FRAME = re.compile(
+    r"File [^\n]*[/\\](?:site|dist)-packages[/\\]ipykernel[/\\][^/\\\n]+\.py:\d+, in ")
 
 Message = tuple[str, dict[str, Any]]  # (channel, Jupyter message)
 
