@@ -68,3 +68,21 @@ def test_notice_is_told_once() -> None:
     notice.tell(out.append)
     assert [c.content for c in out] == [
         "[the kernel on h was gone; started a new one, earlier variables are gone]\n"]
+
+
+def test_a_traceback_leaves_out_the_installed_ipykernels_frames() -> None:
+    cell, out = Cell(), list[Chunk]()
+    cell.output(_msg("error", ename="EOFError", evalue="", traceback=[
+        "\x1b[0;31mEOFError\x1b[0m  Traceback (most recent call last)",
+        "Cell In[1], line 1\n----> 1 input('name? ')",
+        "File /venv/lib/python3.11/site-packages/ipykernel/kernelbase.py:1515, in "
+        "Kernel.raw_input(self, prompt)\n-> 1515 return self._input_request(",
+        "File /usr/lib/python3/dist-packages/ipykernel/kernelbase.py:1571, in "
+        "Kernel._input_request(self)\n-> 1571     raise EOFError",
+        "File ~/src/ipykernel/ipykernel/kernelbase.py:9, in mine()\n----> 9 raise EOFError",
+        "\x1b[0;31mEOFError\x1b[0m: "]), out.append)
+    assert [c.content for c in out] == [
+        "EOFError  Traceback (most recent call last)\nCell In[1], line 1\n"
+        "----> 1 input('name? ')\nFile ~/src/ipykernel/ipykernel/kernelbase.py:9, in mine()\n"
+        "----> 9 raise EOFError\nEOFError: \n"]
+    assert cell.error == "EOFError: "
