@@ -12,6 +12,8 @@ from tests.conftest import tool_results, trust_folder
 from tests.modelserver import ModelServer
 from tests.test_chat import ASK, Term, term  # noqa: F401 (the fixture)
 
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "chat"
+
 
 def test_program_input_typed_in_the_terminal(term: type[Term],  # noqa: F811
                                              model: ModelServer) -> None:
@@ -55,3 +57,22 @@ def test_attached_image_reaches_the_model(term: type[Term],  # noqa: F811
     sizes = [[p["image_url"]["url"][:22] for p in m["content"] if p.get("type") == "image_url"]
              for body in model.requests for m in body["messages"][-1:]]
     assert sizes == [["data:image/png;base64,"], ["data:image/png;base64,"]]
+
+
+def test_program_input_ended_with_ctrl_d(term: type[Term],  # noqa: F811
+                                         model: ModelServer) -> None:
+    """Ctrl-D at a program's prompt is end of input: the program's EOFError, shown at the
+    user's own line (none of ipykernel's frames), and the chat goes on."""
+    model.script(ms.tool("python", "def ask():\n    return input('name? ')\nask()"),
+                 ms.text("No name, then."))
+    chat = term("ask my name")
+    chat.until(ASK)
+    chat.send("y")
+    chat.until("name? ")
+    chat.child.sendcontrol("d")
+    shown = chat.until("No name, then.")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "chat-input-ended-with-ctrl-d.txt").write_text(chat.text)
+    assert "----> 2     return input('name? ')" in shown and "EOFError" in shown
+    assert "ipykernel" not in shown
+    assert "EOFError" in tool_results(model.requests[1])[0]
