@@ -8,8 +8,8 @@ from pathlib import Path
 from jupyter_client.session import Session
 
 from oi_lsp.executors import registry
-from oi_lsp.executors.base import Chunk, Executor
 from oi_lsp.executors.jupyter import compat
+from tests.test_executors import run
 
 
 def test_messages_keep_their_dates_as_sent() -> None:
@@ -48,9 +48,3 @@ async def test_kernels_skip_the_reply_sleep_and_the_history_database(tmp_path: P
                                      "ip.history_manager.enabled)"]
     finally:
         await ex.shutdown()
-
-
-async def run(ex: Executor, code: str) -> tuple[str, str]:
-    out: list[Chunk] = []
-    result = await ex.execute(code, out.append, 60)
-    return result.status, "".join(c.content for c in out)
