@@ -73,7 +73,8 @@ class Wire(BaseModel):
 # Shared shapes ---------------------------------------------------------------------------------
 
 Role = Literal["user", "assistant", "computer"]
-ChunkType = Literal["message", "code", "console", "image", "confirmation", "status", "error"]
+ChunkType = Literal["message", "code", "console", "image", "confirmation", "status", "error",
+                    "reasoning"]
 TurnStatus = Literal["done", "stopped", "error"]
 RunStatus = Literal["ok", "error", "stopped", "timeout"]
 Decision = Literal["run", "skip", "edit", "outside"]  # outside: only a blocked run's
@@ -86,7 +87,8 @@ CodeOutcome = Literal["ran", "edited", "skipped", "stopped", "timedOut", "autoRa
                       "expired"]
 # Why a turn ended in an error, for clients to offer the right action.
 ErrorKind = Literal["noModel", "noApiKey", "authFailed", "unreachable", "rateLimited",
-                    "contextTooLong", "budget", "maxSteps", "modelError", "notSaved"]
+                    "overloaded", "contextTooLong", "budget", "maxSteps", "modelError",
+                    "notSaved"]
 ActivityState = Literal["idle", "thinking", "waiting", "running"]
 
 
@@ -165,6 +167,14 @@ class Usage(Wire):
     calls: int
     cost: float | None = None  # USD for this turn; omitted when litellm knows no price
     session_cost: float | None = None  # USD since the session opened in this server
+    # As the provider reports them (absent when it does not): completion tokens spent
+    # reasoning, prompt tokens read from its prompt cache and written to it, and what the
+    # cache saved against the same tokens at the full price (USD; negative when it wrote more
+    # than it read).
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_saved: float | None = None
 
 
 class Message(Wire):
@@ -185,6 +195,9 @@ class Message(Wire):
     # The last entry of a chat turn that called the model: that turn's tokens and cost, so a
     # redrawn conversation shows them as the live one did (session_cost is not kept).
     usage: Usage | None = None
+    # Reasoning entries: the provider's own thinking blocks (Anthropic's, with their
+    # signatures), sent back unchanged with the next request; clients ignore them.
+    thinking_blocks: list[dict[str, Any]] | None = None
 
 
 class Output(Wire):

@@ -42,13 +42,25 @@ class Spend:
     completion_tokens: int = 0
     cost: float | None = None  # USD; None while litellm knows no price for the model
     calls: int = 0
+    # As the provider reported them; None while no call reported them.
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens read from the provider's cache
+    cache_write_tokens: int | None = None  # prompt tokens written to it
+    cache_saved: float | None = None  # USD the cache saved (negative: it cost more)
 
     def add(self, other: Spend) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
-        if other.cost is not None:
-            self.cost = (self.cost or 0.0) + other.cost
+        self.cost = _plus(self.cost, other.cost)
+        self.reasoning_tokens = _plus(self.reasoning_tokens, other.reasoning_tokens)
+        self.cached_tokens = _plus(self.cached_tokens, other.cached_tokens)
+        self.cache_write_tokens = _plus(self.cache_write_tokens, other.cache_write_tokens)
+        self.cache_saved = _plus(self.cache_saved, other.cache_saved)
+
+
+def _plus(a: Any, b: Any) -> Any:
+    return a if b is None else b if a is None else a + b
 
 
 def window(litellm: ModuleType, settings: Settings) -> int:
@@ -134,15 +146,52 @@ def price(litellm: ModuleType, settings: Settings, prompt: int, completion: int)
 
 
 def measure(litellm: ModuleType, settings: Settings, sent: list[dict[str, Any]],
-            reply_text: str) -> Spend:
-    """What one model call cost: the messages sent and the reply (text and tool arguments);
-    counted with the tokenizer near the window, else estimated from their bytes."""
+            reply_text: str, usage: Any = None) -> Spend:
+    """What one model call cost: as the provider reported it (`usage`, litellm's Usage), else
+    from the messages sent and the reply (text and tool arguments): counted with the
+    tokenizer near the window, else estimated from their bytes."""
+    if usage is not None and getattr(usage, "prompt_tokens", None):
+        return reported(litellm, settings, usage)
     if near_window(litellm, settings, sent):
         prompt = count(litellm, settings, sent)
         completion = count_text(litellm, settings, reply_text)
     else:
         prompt, completion = estimate(sent), estimate_text(reply_text)
     return Spend(prompt, completion, price(litellm, settings, prompt, completion), calls=1)
+
+
+def reported(litellm: ModuleType, settings: Settings, usage: Any) -> Spend:
+    """A call's Spend from the provider's own counts. litellm puts every provider's into
+    OpenAI's shape: prompt tokens include those read from the cache
+    (`prompt_tokens_details.cached_tokens`) and written to it (`cache_creation_input_tokens`,
+    Anthropic's); completion tokens include the reasoning ones."""
+    prompt = int(usage.prompt_tokens or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    cached = _count(getattr(prompt_details, "cached_tokens", None)) \
+        or _count(getattr(usage, "cache_read_input_tokens", None))
+    written = _count(getattr(usage, "cache_creation_input_tokens", None)) \
+        or _count(getattr(prompt_details, "cache_creation_tokens", None))
+    spend = Spend(prompt, completion, calls=1,
+                  reasoning_tokens=_count(getattr(completion_details, "reasoning_tokens", None)),
+                  cached_tokens=cached, cache_write_tokens=written)
+    full = price(litellm, settings, prompt, completion)
+    try:
+        a, b = litellm.cost_per_token(model=settings.model or "", usage_object=usage,
+                                      prompt_tokens=prompt, completion_tokens=completion,
+                                      cache_read_input_tokens=cached or 0,
+                                      cache_creation_input_tokens=written or 0)
+        spend.cost = float(a) + float(b)
+    except Exception:
+        spend.cost = full
+    if (cached or written) and full is not None and spend.cost is not None:
+        spend.cache_saved = full - spend.cost
+    return spend
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and value else None
 
 
 def _bytes(message: dict[str, Any]) -> int:

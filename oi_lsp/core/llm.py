@@ -17,13 +17,14 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from .. import keys
 from ..protocol import ErrorKind
-from . import model_presets
+from . import caching, model_presets
+from .reasoning import ThinkingBlocks, ThinkTags
 from .settings import Settings
 
 # %verbose output goes to the server log whatever --log-level says.
@@ -61,8 +62,22 @@ class Reply:
     """What one model call produced once its stream ended."""
 
     text: str = ""
+    reasoning: str = ""  # the model's reasoning, as it streamed (core/reasoning.py)
+    thinking_blocks: list[dict[str, Any]] = field(default_factory=list)  # Anthropic's, signed
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: Any = None  # litellm's Usage of the call, when the provider reported it
+
+
+PieceKind = Literal["text", "reasoning", "retry"]
+
+
+@dataclass(slots=True, frozen=True)
+class Piece:
+    """What the stream yields: text or reasoning as it comes, or a retry's notice."""
+
+    kind: PieceKind
+    text: str
 
 
 class ModelError(Exception):
@@ -82,6 +97,11 @@ NO_KEY = "no-key-set"
 # answers 401 wants a key, so that is a missing key, not a wrong one.
 LOCAL_KEY = "local"
 CLOSE_GRACE = 2.0  # seconds closing a stopped model stream may take
+# Retries of a call refused before it answered: statuses worth another try, the first delay
+# (doubled at each retry) and the longest wait a server's Retry-After may ask for.
+RETRY_STATUSES = {408, 429, 500, 502, 503, 504, 529}
+RETRY_FIRST = 0.5
+RETRY_LONGEST = 60.0
 
 
 # Lazy litellm ----------------------------------------------------------------------------------
@@ -171,12 +191,44 @@ def completion_args(litellm: ModuleType, settings: Settings,
         args["temperature"] = settings.temperature
     if settings.max_tokens is not None:
         args["max_tokens"] = settings.max_tokens
+    if settings.reasoning_effort is not None:
+        args["reasoning_effort"] = settings.reasoning_effort
+    # The provider's own token counts (cached and reasoning tokens among them) on the last
+    # chunk; oi-lsp retries itself (shown to the user), so the SDK's silent retries are off.
+    args["stream_options"] = {"include_usage": True}
+    args["max_retries"] = 0
+    args.update(settings.model_options or {})
+    if _provider(litellm, settings) not in SIGNS_THINKING:
+        args["messages"] = [_unsigned(m) for m in messages]
+    if caching.wanted(litellm, settings):
+        args["messages"] = caching.mark(args["messages"])
     return args
 
 
+# Providers whose models sign their thinking blocks and want them back (Claude's).
+SIGNS_THINKING = {"anthropic", "bedrock", "vertex_ai"}
+
+
+def _provider(litellm: ModuleType, settings: Settings) -> str | None:
+    try:
+        return str(litellm.get_llm_provider(settings.model, api_base=settings.api_base)[1])
+    except Exception:  # a model litellm cannot place: the call itself will say so
+        return None
+
+
+def _unsigned(message: dict[str, Any]) -> dict[str, Any]:
+    """Another provider's thinking blocks are not sent (the model changed mid-conversation)."""
+    if "thinking_blocks" not in message:
+        return message
+    return {k: v for k, v in message.items() if k != "thinking_blocks"}
+
+
 async def stream(settings: Settings, messages: list[dict[str, Any]],
-                 reply: Reply) -> AsyncIterator[str]:
-    """Yield the reply's text as it streams; tool calls and finish reason land in `reply`."""
+                 reply: Reply) -> AsyncIterator[Piece]:
+    """Yield the reply's text and reasoning as they stream, and a notice before each retry;
+    tool calls, finish reason and usage land in `reply`. A call refused as rate limited or
+    overloaded before anything streamed is tried again (`modelRetries`), after the delay the
+    server asked for or a doubling one; a stop cancels the wait."""
     if not settings.model:
         raise ModelError("noModel", NO_MODEL)
     litellm = await warm_up()
@@ -184,13 +236,48 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
     if settings.verbose:
         _verbose.info("request to %s: %s", settings.model, json.dumps(messages,
                                                                       ensure_ascii=False))
+    attempt = 0
+    while True:
+        try:
+            async for piece in _call(litellm, args, reply):
+                yield piece
+            return
+        except _Failed as failed:
+            error = describe_error(failed.error, settings,
+                                   args.get("api_key") in (NO_KEY, LOCAL_KEY))
+            delay = _retry_delay(failed.error, attempt)
+            if failed.streamed:
+                raise ModelError(error.kind, f"{error} The answer broke off after it had "
+                                 "started: what it streamed is kept.") from None
+            if delay is None or attempt >= settings.model_retries:
+                raise error from None
+            attempt += 1
+            yield Piece("retry", f"{_busy(failed.error, settings)}: retrying in {delay:g} s "
+                                 f"(retry {attempt} of {settings.model_retries})")
+            await asyncio.sleep(delay)
+
+
+class _Failed(Exception):
+    """A call's exception, and whether anything of the answer had streamed."""
+
+    def __init__(self, error: Exception, streamed: bool) -> None:
+        self.error = error
+        self.streamed = streamed
+
+
+async def _call(litellm: ModuleType, args: dict[str, Any], reply: Reply) -> AsyncIterator[Piece]:
     try:
         response = await litellm.acompletion(**args)
     except Exception as exc:
-        raise describe_error(exc, settings, args.get("api_key") in (NO_KEY, LOCAL_KEY)) from None
+        raise _Failed(exc, streamed=False) from None
+    tags, blocks = ThinkTags(), ThinkingBlocks()
+    streamed = False
     try:
         calls: dict[int, ToolCall] = {}
         async for chunk in response:
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
+                reply.usage = usage
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -199,21 +286,34 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
                 reply.finish_reason = choice.finish_reason
             if delta is None:
                 continue
+            thought = getattr(delta, "reasoning_content", None)
+            if thought:
+                streamed = True
+                reply.reasoning += thought
+                yield Piece("reasoning", thought)
+            if getattr(delta, "thinking_blocks", None):
+                blocks.add(delta.thinking_blocks)
             if delta.content:
-                reply.text += delta.content
-                yield delta.content
+                streamed = True
+                for kind, text in tags.feed(delta.content):
+                    yield _piece(reply, kind, text)
             for piece in delta.tool_calls or ():
+                streamed = True
                 call = calls.setdefault(piece.index or 0, ToolCall("", "", ""))
                 if piece.id:
                     call.id = piece.id
                 if piece.function is not None:
                     call.name += piece.function.name or ""
                     call.arguments += piece.function.arguments or ""
+        for kind, text in tags.flush():
+            yield _piece(reply, kind, text)
         reply.tool_calls = [calls[i] for i in sorted(calls)]
+        reply.thinking_blocks = blocks.blocks
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        raise describe_error(exc, settings, args.get("api_key") in (NO_KEY, LOCAL_KEY)) from None
+        reply.thinking_blocks = blocks.blocks
+        raise _Failed(exc, streamed) from None
     finally:
         # Close the HTTP stream at once: on stop, a hosted model would go on generating
         # (and billing) tokens nobody reads.
@@ -222,6 +322,40 @@ async def stream(settings: Settings, messages: list[dict[str, Any]],
         if aclose is not None:
             with anyio.move_on_after(CLOSE_GRACE, shield=True), contextlib.suppress(Exception):
                 await aclose()
+
+
+def _piece(reply: Reply, kind: Literal["text", "reasoning"], text: str) -> Piece:
+    if kind == "reasoning":
+        reply.reasoning += text
+    else:
+        reply.text += text
+    return Piece(kind, text)
+
+
+def _retry_delay(exc: Exception, attempt: int) -> float | None:
+    """Seconds before trying a failed call again, or None when it is not worth another try:
+    the server's Retry-After when it sent one (up to RETRY_LONGEST), else a doubling delay."""
+    status = getattr(exc, "status_code", None)
+    if status not in RETRY_STATUSES:
+        return None
+    asked = _retry_after(exc)
+    if asked is not None:
+        return asked if asked <= RETRY_LONGEST else None
+    return RETRY_FIRST * 2 ** attempt
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    with contextlib.suppress(Exception):
+        value = headers.get("retry-after")
+        if value is not None:
+            return max(0.0, float(value))
+    return None
 
 
 # The provider's key variable where it is not <PROVIDER>_API_KEY.
@@ -276,6 +410,10 @@ def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False
     if status == 429:
         return ModelError("rateLimited", f"The model{where} is rate limiting requests (429): "
                           "wait a little and try again, or check your plan's limits.")
+    if status in (503, 529) or "overloaded" in text.lower():
+        return ModelError("overloaded", f"The model{where} is overloaded"
+                          f"{f' ({status})' if status else ''}: try again in a little while, "
+                          "or choose another model.")
     if "ContextWindowExceeded" in name or "context length" in text.lower() \
             or "context_length_exceeded" in text:
         return ModelError("contextTooLong", f"The conversation is too long for the model "
@@ -289,6 +427,17 @@ def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False
                           "Check that the server is running and the address is right.")
     return ModelError("modelError", f"The model{where} failed"
                       f"{f' ({status})' if status else ''}: {_plain(first)}")
+
+
+def _busy(exc: Exception, settings: Settings) -> str:
+    """Why a call is tried again, in a few words."""
+    status = getattr(exc, "status_code", None)
+    where = f" at {settings.api_base}" if settings.api_base else ""
+    if status == 429:
+        return f"The model{where} is rate limiting requests (429)"
+    if status in (503, 529):
+        return f"The model{where} is overloaded ({status})"
+    return f"The model{where} failed ({status})"
 
 
 def _redact(text: str, settings: Settings) -> str:

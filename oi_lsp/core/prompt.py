@@ -106,6 +106,10 @@ class _Builder:
         self.assistant: dict[str, Any] | None = None  # the model message being built
         self.pending: list[Message] = []  # a code message and what followed it
         self.user_runs: list[list[Message]] = []  # the user's own runs since the last message
+        # The thinking blocks of the model's reasoning, for the model message that follows it:
+        # a provider that signs them (Anthropic) wants them back unchanged, before its tool
+        # calls. Reasoning without blocks is never sent back (DeepSeek refuses it).
+        self.thinking: list[dict[str, Any]] | None = None
 
     def add(self, m: Message) -> None:
         if m.type == "image":
@@ -113,6 +117,11 @@ class _Builder:
             return
         if m.type == "error" or (m.role == "computer" and m.type == "code"):
             return  # for the user's eyes: turn errors, displayed HTML
+        if m.type == "reasoning":
+            self.settle()
+            self.assistant = None
+            self.thinking = m.thinking_blocks
+            return
         if m.role == "user" and m.type == "code":
             self.user_runs.append([m])
             return
@@ -122,20 +131,32 @@ class _Builder:
         if m.role == "user":
             self.settle()
             self.assistant = None
+            self.thinking = None
             content = with_context(m.content, m.context)
             if self.user_runs:
                 content = f"{self._user_runs_note()}\n\n{content}"
             self._append({"role": "user", "content": content})
         elif m.role == "assistant" and m.type == "message":
             self.settle()
-            self.assistant = {"role": "assistant", "content": m.content}
-            self._append(self.assistant)
+            self.assistant = self._assistant(m.content)
         elif m.role == "assistant" and m.type == "code":
             self.settle()
             self._code(m)
             self.pending.append(m)
         elif self.pending:
             self.pending.append(m)
+
+    def _assistant(self, content: str | None) -> dict[str, Any]:
+        """A new model message, with the thinking blocks of the reasoning before it."""
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        # A block cut short by a stop has no signature: the provider would refuse it.
+        signed = [b for b in self.thinking or () if b.get("signature")
+                  or b.get("type") == "redacted_thinking"]
+        if signed:
+            message["thinking_blocks"] = signed
+        self.thinking = None
+        self._append(message)
+        return message
 
     def _append(self, message: dict[str, Any]) -> None:
         self.flush_images()
@@ -183,15 +204,13 @@ class _Builder:
             # Tools are off now (toolCalls: false): earlier calls read as fenced code.
             fenced = f"```{m.format or ''}\n{m.content}\n```"
             if self.assistant is None:
-                self.assistant = {"role": "assistant", "content": fenced}
-                self._append(self.assistant)
+                self.assistant = self._assistant(fenced)
             else:
                 self.assistant["content"] = (
                     f"{self.assistant['content'] or ''}\n{fenced}".lstrip())
             return
         if self.assistant is None:
-            self.assistant = {"role": "assistant", "content": None}
-            self._append(self.assistant)
+            self.assistant = self._assistant(None)
         args = (m.content if m.format == "text"
                 else json.dumps({"language": m.format, "code": m.content}))
         self.assistant.setdefault("tool_calls", []).append({

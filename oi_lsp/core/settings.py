@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from .. import keys
@@ -26,6 +35,14 @@ LOOP_MESSAGE = (
     "like to do next.') Otherwise keep going.")
 LOOP_BREAKERS = ["The task is done.", "The task is impossible.",
                  "Let me know what you'd like to do next.", "Please provide more information."]
+
+
+# litellm arguments modelOptions may not set: oi-lsp sets them (the setting to use instead).
+RESERVED_OPTIONS = {"model": "model", "messages": "", "stream": "", "tools": "toolCalls",
+                    "api_base": "apiBase", "base_url": "apiBase", "api_key": "apiKey",
+                    "stream_options": "", "max_retries": "modelRetries",
+                    "num_retries": "modelRetries", "reasoning_effort": "reasoningEffort",
+                    "temperature": "temperature", "max_tokens": "maxTokens"}
 
 
 class KernelGateway(BaseModel):
@@ -54,6 +71,17 @@ class Settings(BaseModel):
     api_key: SecretStr | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
+    # litellm's reasoning_effort, which it maps to each provider's own (Anthropic's thinking
+    # budget, Gemini's thinking config, OpenAI's reasoning.effort).
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    # Further litellm keyword arguments (extra_headers, top_p, thinking, ...), as given.
+    model_options: dict[str, Any] | None = None
+    # Mark the system message and the conversation's stable prefix cacheable (core/caching):
+    # auto is where litellm says the model supports prompt caching.
+    prompt_caching: bool | Literal["auto"] = "auto"
+    # A call refused as rate limited or overloaded before it answered is tried again this
+    # many times, with a growing delay.
+    model_retries: int = Field(default=3, ge=0, le=10)
     context_window: int | None = Field(default=None, gt=0)
     auto_run: bool = False
     # First match wins: allow runs without asking, ask waits, deny refuses (core/rules.py).
@@ -111,6 +139,25 @@ class Settings(BaseModel):
     profile: str | None = None  # a YAML profile in the user config folder (profiles.py)
     local: Literal["ollama", "lmstudio", "llamafile", "jan"] | None = None  # local.py's presets
 
+    @field_validator("model_options", mode="after")
+    @classmethod
+    def _options_are_litellm_arguments(cls, value: dict[str, Any] | None,
+                                       ) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        for key in value:
+            if not key.isidentifier():
+                raise ValueError(f"{key!r} is not a litellm argument name")
+            if key in RESERVED_OPTIONS:
+                raise ValueError(f"{key!r} is set by oi-lsp itself" + (
+                    f": use the setting {RESERVED_OPTIONS[key]} instead"
+                    if RESERVED_OPTIONS[key] else ""))
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"not plain JSON: {exc}") from None
+        return value
+
     @model_validator(mode="after")
     def _untrusted_never_auto_runs(self) -> Settings:
         # Whatever layer turned autoRun on (a client setting, oi/configure), an untrusted
@@ -135,6 +182,10 @@ class Settings(BaseModel):
             gateway.pop("token", None)
             gateway["tokenSet"] = self.kernel_gateway.token is not None
             gateway["headers"] = dict.fromkeys(gateway["headers"], "********")
+        options = data.get("modelOptions") or {}
+        for name in ("extra_headers", "headers"):  # may carry credentials
+            if isinstance(options.get(name), dict):
+                options[name] = dict.fromkeys(options[name], "********")
         return data
 
 

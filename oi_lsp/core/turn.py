@@ -41,6 +41,9 @@ class Outcome:
     kind: ErrorKind | None = None  # why it failed, when the model or a limit ended it
 
 
+_TYPES: dict[str, Any] = {"text": "message", "reasoning": "reasoning"}  # the chunk of a piece
+
+
 class _Declined(Exception):
     """The user sent a new message instead of answering the proposal: the turn ends."""
 
@@ -99,11 +102,19 @@ class Turn:
             self.activity.set(self.turn_id, "thinking")
             sent = await self._fitted()
             try:
-                async for delta in llm.stream(self.settings, sent, reply):
-                    self.streamer.content(self.turn_id, "assistant", "message", None, delta)
+                async for piece in llm.stream(self.settings, sent, reply):
+                    if piece.kind == "retry":  # not a block: what is open stays open
+                        self.streamer.status(self.turn_id, "retrying", piece.text)
+                    else:
+                        self.streamer.content(self.turn_id, "assistant", _TYPES[piece.kind],
+                                              None, piece.text)
             finally:
                 self.streamer.close()
-                if reply.text:  # keep what streamed, even when stopped mid-way
+                # Keep what streamed, even when stopped mid-way; the reasoning first, as shown.
+                if reply.reasoning or reply.thinking_blocks:
+                    self._say("assistant", "reasoning", reply.reasoning,
+                              thinking_blocks=reply.thinking_blocks or None)
+                if reply.text:
                     self._say("assistant", "message", reply.text)
                     self.on_text(reply.text)
                 with anyio.CancelScope(shield=True):  # a stopped call was paid for too
@@ -153,11 +164,13 @@ class Turn:
     async def _account(self, sent: list[dict[str, Any]], reply: llm.Reply) -> None:
         """Count the call's tokens and price them (estimates, with litellm's tables)."""
         litellm = llm.loaded()
-        if litellm is None or not (reply.text or reply.tool_calls or reply.finish_reason):
+        if litellm is None or not (reply.text or reply.reasoning or reply.tool_calls
+                                   or reply.finish_reason or reply.usage):
             return  # no call was made, or it failed before answering
-        text = reply.text + "".join(call.arguments for call in reply.tool_calls)
+        text = reply.reasoning + reply.text + "".join(call.arguments
+                                                      for call in reply.tool_calls)
         used = await anyio.to_thread.run_sync(context_window.measure, litellm, self.settings,
-                                              sent, text)
+                                              sent, text, reply.usage)
         self.usage.add(used)
         self.spent.add(used)
 

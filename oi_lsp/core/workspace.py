@@ -347,7 +347,9 @@ class Workspace:
 
     def _usage(self, used: Spend) -> Usage:
         return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
-                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost)
+                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost,
+                     reasoning_tokens=used.reasoning_tokens, cached_tokens=used.cached_tokens,
+                     cache_write_tokens=used.cache_write_tokens, cache_saved=used.cache_saved)
 
     def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
                error_kind: ErrorKind | None = None, usage: Usage | None = None) -> None:
