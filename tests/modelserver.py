@@ -1,180 +1,194 @@
-"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for the tests.
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for the tests, and the
+reply builders every scripted server shares (tests/providers/ has Anthropic's, Gemini's and
+Ollama's, which take the same replies).
 
 Each POST to /v1/chat/completions takes the next reply of the script and streams it as SSE, the
-way OpenAI does: text in pieces, tool calls whose arguments arrive in pieces, HTTP errors, slow
-streams. Every request body is recorded so a test can check what the model was sent. It runs in
-a thread, so it serves whatever event loop (or process) the code under test uses.
+way OpenAI does: reasoning (`delta.reasoning_content`, as DeepSeek and OpenRouter send it), text
+in pieces, tool calls whose arguments arrive in pieces, HTTP errors, slow streams, and the usage
+chunk when asked for. Every request body is recorded so a test can check what the model was
+sent. It runs in a thread, so it serves whatever event loop (or process) the code under test
+uses.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = dict[str, Any]
+from tests.providers.base import (
+    Reply,
+    ScriptedServer,
+    Wire,
+    pause,
+    pieces,
+    signature_for,
+    streamed_text,
+    tokens,
+    usage,
+)
+
+__all__ = ["ModelServer", "Reply", "cut", "error", "fail_midstream", "text", "tool", "tools"]
+
+Usage = dict[str, int]  # {"prompt", "completion", "reasoning", "cached", "cache_write"}, any of
 
 
-def text(content: str, *, pieces: int = 4, delay: float = 0.0) -> Reply:
-    """A plain streamed answer, cut into about `pieces` chunks, `delay` seconds apart."""
-    return {"kind": "text", "content": content, "pieces": pieces, "delay": delay}
+def _thinking(reasoning: str | None, signature: str | None) -> dict[str, Any]:
+    if reasoning and signature is None:
+        signature = signature_for(reasoning)
+    return {"reasoning": reasoning, "signature": signature}
+
+
+def text(content: str, *, pieces: int = 4, delay: float = 0.0, reasoning: str | None = None,
+         signature: str | None = None, usage: Usage | None = None) -> Reply:
+    """A plain streamed answer, cut into about `pieces` chunks, `delay` seconds apart.
+
+    `reasoning` streams first, in pieces, as the provider sends thinking; `signature` is the one
+    Anthropic (and Gemini) put on it, generated when not given. `usage` overrides counts the
+    server reports: `prompt` (cached and cache-written tokens included), `completion`
+    (reasoning included), `reasoning`, `cached`, `cache_write`."""
+    return {"kind": "text", "content": content, "pieces": pieces, "delay": delay,
+            "usage": usage, **_thinking(reasoning, signature)}
 
 
 def tool(language: str, code: str, *, say: str = "", call_id: str | None = None,
-         name: str = "execute", arguments: str | None = None, delay: float = 0.0) -> Reply:
+         name: str = "execute", arguments: str | None = None, delay: float = 0.0,
+         reasoning: str | None = None, signature: str | None = None,
+         usage: Usage | None = None) -> Reply:
     """A tool call (optionally after some text) whose JSON arguments stream in pieces.
     `arguments` replaces the JSON, to send broken arguments."""
     args = arguments if arguments is not None else json.dumps({"language": language,
                                                                "code": code})
-    return {"kind": "tool", "say": say, "calls": [(call_id, name, args)], "delay": delay}
+    return {"kind": "tool", "say": say, "calls": [(call_id, name, args)], "delay": delay,
+            "usage": usage, **_thinking(reasoning, signature)}
 
 
-def tools(*calls: tuple[str, str], say: str = "") -> Reply:
-    """Several execute calls in one reply."""
-    return {"kind": "tool", "say": say, "delay": 0.0,
-            "calls": [(None, "execute", json.dumps({"language": lang, "code": code}))
-                      for lang, code in calls]}
+def tools(*calls: tuple[str, str] | Reply, say: str = "", reasoning: str | None = None,
+          signature: str | None = None, usage: Usage | None = None) -> Reply:
+    """Several calls in one reply (parallel tool calls): each a (language, code) execute call,
+    or a `tool(...)` reply for a call with its own name, id or arguments."""
+    listed: list[tuple[str | None, str, str]] = []
+    for call in calls:
+        if isinstance(call, dict):
+            listed.extend(call["calls"])
+        else:
+            language, code = call
+            listed.append((None, "execute", json.dumps({"language": language, "code": code})))
+    return {"kind": "tool", "say": say, "delay": 0.0, "calls": listed, "usage": usage,
+            **_thinking(reasoning, signature)}
 
 
-def error(status: int, message: str = "scripted error", *,
-          headers: dict[str, str] | None = None) -> Reply:
-    return {"kind": "error", "status": status, "message": message, "headers": headers or {}}
+def error(status: int, message: str | None = None, *, headers: dict[str, str] | None = None,
+          kind: str | None = None) -> Reply:
+    """The request refused with this HTTP status, in the provider's error shape. `message`
+    defaults to what the provider says for the status; `kind` to its error type for it
+    (Anthropic's `overloaded_error`, Gemini's `UNAVAILABLE`); `headers` such as retry-after."""
+    return {"kind": "error", "status": status, "message": message, "headers": headers or {},
+            "error_kind": kind}
 
 
 def cut(content: str) -> Reply:
-    """A stream that stops mid-way, without finish reason or [DONE]."""
+    """A stream that stops mid-way, without finish reason or end marker ([DONE],
+    message_stop, the `done` line)."""
     return {"kind": "cut", "content": content}
 
 
-class ModelServer:
-    def __init__(self) -> None:
-        self.replies: deque[Reply] = deque()
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.default: Reply = text("(the script has no more replies)")
-        self.disconnects = 0  # streams the client closed before their end
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+def fail_midstream(content: str, status: int | None = None, *, kind: str | None = None,
+                   message: str | None = None) -> Reply:
+    """A stream that starts (status 200), sends `content`, then the provider's in-stream error
+    event: Anthropic's `event: error`, an `error` object in OpenAI's and Gemini's data, Ollama's
+    `{"error": ...}` line. `status` (and `kind`, the error type) default to the provider's
+    overload: Anthropic's 529 `overloaded_error`, Gemini's 503 `UNAVAILABLE`, OpenAI's
+    `server_error`."""
+    return {"kind": "fail", "content": content, "status": status, "error_kind": kind,
+            "message": message}
+
+
+class ModelServer(ScriptedServer):
+    """OpenAI's chat completions. `report_usage`: send the usage chunk whenever the request
+    asks for it (`stream_options.include_usage`); by default only replies with their own
+    `usage` send it, so that the tests that count tokens themselves keep doing so.
+    `reasoning_field`: the delta attribute reasoning streams in (`reasoning_content` as
+    DeepSeek, or `reasoning` as OpenRouter)."""
+
+    def __init__(self, *, report_usage: bool = False,
+                 reasoning_field: str = "reasoning_content") -> None:
+        super().__init__()
+        self.report_usage = report_usage
+        self.reasoning_field = reasoning_field
+        self.default = text("(the script has no more replies)")
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def start(self) -> ModelServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def script(self, *replies: Reply) -> None:
-        with self._lock:
-            self.replies.extend(replies)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.replies.clear()
-            self.requests.clear()
-            self.headers.clear()
-            self.disconnects = 0
-
-    def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
-        with self._lock:
-            self.requests.append(body)
-            self.headers.append(headers)
-            return self.replies.popleft() if self.replies else self.default
+        return f"{self.root}/v1"
 
     def settings(self, **extra: Any) -> dict[str, Any]:
         """The `oi` settings that point oi-lsp at this server."""
         return {"model": "openai/scripted", "apiBase": self.url, "apiKey": "sk-test-key",
                 **extra}
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    def serve(self, wire: Wire, method: str, path: str, query: str, body: Any) -> None:
+        if method == "GET":  # /v1/models, for clients that probe
+            wire.json(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+            return
+        reply = self._next(body, dict(wire.headers))
+        if reply["kind"] == "error":
+            wire.json(reply["status"], {"error": {"message": reply["message"] or "scripted error",
+                                                  "type": reply["error_kind"] or "scripted"}},
+                      reply["headers"])
+            return
+        wire.begin_stream()
+        self._stream(wire, reply, body)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def _send(self, wire: Wire, delta: dict[str, Any], finish: str | None = None) -> None:
+        wire.sse(self._chunk([{"index": 0, "delta": delta, "finish_reason": finish}]))
 
-            def log_message(self, *args: Any) -> None:  # keep test output quiet
-                pass
+    def _chunk(self, choices: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+        return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": "scripted", "choices": choices, **more}
 
-            def do_GET(self) -> None:  # /v1/models, for clients that probe
-                self._json(200, {"object": "list", "data": [{"id": "scripted",
-                                                              "object": "model"}]})
+    def _stream(self, wire: Wire, reply: Reply, body: dict[str, Any]) -> None:
+        self._send(wire, {"role": "assistant", "content": ""})
+        if reply["kind"] in ("cut", "fail"):
+            self._send(wire, {"content": reply["content"]})
+            if reply["kind"] == "fail":
+                wire.sse({"error": {"message": reply["message"] or "The server had an error "
+                                    "while processing your request. Sorry about that!",
+                                    "type": reply["error_kind"] or "server_error",
+                                    "param": None, "code": None}})
+            return
+        for piece in pieces(reply.get("reasoning") or "", 4):
+            pause(reply)
+            self._send(wire, {self.reasoning_field: piece})
+        if reply["kind"] == "text":
+            for piece in pieces(reply["content"], reply["pieces"]):
+                pause(reply)
+                self._send(wire, {"content": piece})
+            self._send(wire, {}, "stop")
+        else:
+            if reply["say"]:
+                self._send(wire, {"content": reply["say"]})
+            for index, (call_id, name, args) in enumerate(reply["calls"]):
+                self._send(wire, {"tool_calls": [{
+                    "index": index, "id": call_id or f"call_{time.time_ns()}_{index}",
+                    "type": "function", "function": {"name": name, "arguments": ""}}]})
+                for piece in pieces(args, 3):
+                    pause(reply)
+                    self._send(wire, {"tool_calls": [{"index": index,
+                                                      "function": {"arguments": piece}}]})
+            self._send(wire, {}, "tool_calls")
+        if (body.get("stream_options") or {}).get("include_usage") \
+                and (self.report_usage or reply.get("usage")):
+            wire.sse(self._chunk([], usage=self._usage(reply, body)))
+        wire.write(b"data: [DONE]\n\n")
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                reply = server._next(body, dict(self.headers))
-                if reply["kind"] == "error":
-                    self._json(reply["status"], {"error": {"message": reply["message"],
-                                                           "type": "scripted"}},
-                               reply["headers"])
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                try:
-                    self._stream(reply)
-                except (BrokenPipeError, ConnectionResetError):
-                    server.disconnects += 1  # the client hung up: that is what stop does
-
-            def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None,
-                      ) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _send(self, delta: dict[str, Any], finish: str | None = None) -> None:
-                chunk = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk",
-                         "created": int(time.time()), "model": "scripted",
-                         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.flush()
-
-            def _pieces(self, content: str, n: int) -> list[str]:
-                size = max(1, -(-len(content) // max(1, n)))
-                return [content[i:i + size] for i in range(0, len(content), size)]
-
-            def _stream(self, reply: Reply) -> None:
-                self._send({"role": "assistant", "content": ""})
-                if reply["kind"] == "cut":
-                    self._send({"content": reply["content"]})
-                    return
-                if reply["kind"] == "text":
-                    for piece in self._pieces(reply["content"], reply["pieces"]):
-                        if reply["delay"]:
-                            time.sleep(reply["delay"])
-                        self._send({"content": piece})
-                    self._send({}, "stop")
-                else:
-                    if reply["say"]:
-                        self._send({"content": reply["say"]})
-                    for index, (call_id, name, args) in enumerate(reply["calls"]):
-                        self._send({"tool_calls": [{
-                            "index": index, "id": call_id or f"call_{time.time_ns()}_{index}",
-                            "type": "function", "function": {"name": name, "arguments": ""}}]})
-                        for piece in self._pieces(args, 3):
-                            if reply["delay"]:
-                                time.sleep(reply["delay"])
-                            self._send({"tool_calls": [{"index": index,
-                                                        "function": {"arguments": piece}}]})
-                    self._send({}, "tool_calls")
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-
-        return Handler
+    def _usage(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        n = usage(reply, prompt=tokens(json.dumps(body)), completion=streamed_text(reply),
+                  reasoning=reply.get("reasoning") or "")
+        return {"prompt_tokens": n["prompt"], "completion_tokens": n["completion"],
+                "total_tokens": n["prompt"] + n["completion"],
+                "prompt_tokens_details": {"cached_tokens": n["cached"], "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": n["reasoning"],
+                                              "audio_tokens": 0,
+                                              "accepted_prediction_tokens": 0,
+                                              "rejected_prediction_tokens": 0}}
