@@ -180,7 +180,8 @@ async def test_always_run_this_command_here(model: ModelServer, data_dir: Path,
 
 async def test_typescript_reference_client(model: ModelServer, data_dir: Path,
                                            workspace: Path) -> None:
-    model.script(ms.tool("python", "print('hello from node')"), ms.text("Done hello."),
+    model.script(ms.tool("python", "print('hello from node')",
+                         reasoning="I will print a greeting."), ms.text("Done hello."),
                  ms.tool("python", "print('never')"), ms.text("Skipped."),
                  ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
                                    "time.sleep(30)"))

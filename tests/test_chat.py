@@ -3,6 +3,7 @@ real server it starts as its child and the scripted model server."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -324,3 +325,43 @@ def test_magic_command_is_answered_by_the_server(term: type[Term], model: ModelS
     chat.until("remove your last message")  # the server's help text, streamed back
     chat.until("> ")
     assert model.requests == []  # % commands never reach the model
+
+
+def test_reasoning_streams_dim_and_folds_into_one_line(term: type[Term],
+                                                       model: ModelServer) -> None:
+    thought = "The user greets me.\nI should greet back, briefly.\nNo code is needed here."
+    model.script(ms.error(529, headers={"retry-after": "0"}),
+                 ms.text("Hello to you too.", reasoning=thought, pieces=6, delay=0.05,
+                         usage={"prompt": 1200, "cached": 1000, "completion": 56,
+                                "reasoning": 40}))
+    chat = term()
+    chat.until("> ")
+    chat.send("hello")
+    chat.until("retrying in 0 s (retry 1 of 3)")
+    chat.until("thinking…")  # the streaming view, its last lines
+    chat.until("Hello to you too.")
+    chat.until("> ")
+    # Folded: one dim line that says it was thought and how it began, then the answer.
+    assert re.search(r"▸ thought(?: for \d+ s)?, 14 words: The user greets me\. I should",
+                     chat.text)
+    assert chat.text.index("▸ thought") < chat.text.rindex("Hello to you too.")
+    # The provider's counts under the turn: cached and reasoning tokens apart.
+    assert "1,256 tokens (1,200 in (1,000 cached), 56 out (40 reasoning))" in chat.text
+    # The reasoning was not sent back to the model as text, nor shown as the answer.
+    chat.send("again")
+    chat.until("> ")
+    sent = json.dumps(model.requests[-1]["messages"])
+    assert "greet back" not in sent and "Hello to you too." in sent
+    chat.child.sendeof()
+    assert chat.exit_status() == 0
+
+
+def test_one_shot_prints_the_reasoning_summary_and_the_answer(model: ModelServer,
+                                                               data_dir: Path,
+                                                               workspace: Path) -> None:
+    model.script(ms.text("It is 4.", reasoning="2 + 2 is 4."))
+    done = run_chat(["what is 2+2"], workspace, chat_env(data_dir, model))
+    assert done.returncode == 0, done.stderr
+    assert "▸ thought, 5 words: 2 + 2 is 4." in done.stdout
+    assert done.stdout.index("▸ thought") < done.stdout.index("It is 4.")
+    assert "<think>" not in done.stdout and "thinking…" not in done.stdout

@@ -470,21 +470,21 @@ async def test_ollama_thinking_field_when_think_is_on(ollama: OllamaServer) -> N
     assert 0 < got.usage.completion_tokens_details.reasoning_tokens <= 5
 
 
-async def test_ollama_think_tags_lose_their_tags_and_join_the_content(
+async def test_ollama_think_tags_become_reasoning_with_oi_lsps_litellm_fix(
         ollama: OllamaServer) -> None:
-    """litellm's ollama_chat stream parser removes <think> and </think> from the content, and
-    takes the content after <think> for the answer: the reasoning becomes part of the answer,
-    unmarked. (Its reasoning_content only works for the `thinking` field.)"""
+    """litellm's ollama_chat parser alone loses inline reasoning into the answer
+    (tests/test_litellm_compat.py pins that); with oi-lsp's fix it is reasoning again."""
+    from oi_lsp.core import litellm_compat
+    litellm_compat.split_ollama_think_tags(litellm)
     ollama.think_tags = True
     ollama.script(ms.text("It is 4.", reasoning="2 + 2 is 4."))
     got = await stream(ollama, reasoning_effort="low")
-    assert got.reasoning == ""
-    assert got.content == "2 + 2 is 4.\n\nIt is 4."
+    assert (got.reasoning, got.content) == ("2 + 2 is 4.", "It is 4.")
     ollama.think_tags = False
     ollama.script(ms.text("It is 4.", reasoning="2 + 2 is 4."))
     unasked = await stream(ollama)  # no `think` in the request: Ollama inlines the tags too
     assert "think" not in ollama.requests[-1]
-    assert (unasked.reasoning, unasked.content) == ("", "2 + 2 is 4.\n\nIt is 4.")
+    assert (unasked.reasoning, unasked.content) == ("2 + 2 is 4.", "It is 4.")
     # On the wire the tags were there, each a piece of its own, as a model's tokens come.
     ollama.script(ms.text("It is 4.", reasoning="2 + 2 is 4."))
     async with httpx.AsyncClient() as http:

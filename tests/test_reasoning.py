@@ -102,11 +102,11 @@ def test_cache_marks_the_system_message_and_the_newest_two() -> None:
 def test_model_options_are_checked() -> None:
     from oi_lsp.core.settings import SettingsError, check
     check({"modelOptions": {"top_p": 0.5, "extra_headers": {"X-Team": "a"}}})
-    with pytest.raises(SettingsError, match="modelOptions.*'messages' is set by oi-lsp"):
+    with pytest.raises(SettingsError, match=r"modelOptions.*'messages' is set by oi-lsp"):
         check({"modelOptions": {"messages": []}})
     with pytest.raises(SettingsError, match="use the setting apiKey"):
         check({"modelOptions": {"api_key": "sk-x"}})
-    with pytest.raises(SettingsError, match="modelOptions.*valid dictionary"):
+    with pytest.raises(SettingsError, match=r"modelOptions.*valid dictionary"):
         check({"modelOptions": "top_p=1"})
     with pytest.raises(SettingsError, match="'top p' is not a litellm argument"):
         check({"modelOptions": {"top p": 1}})
@@ -114,3 +114,23 @@ def test_model_options_are_checked() -> None:
         check({"reasoningEffort": "extreme"})
     shown = Settings(model_options={"extra_headers": {"Authorization": "Bearer s"}}).public()
     assert shown["modelOptions"]["extra_headers"] == {"Authorization": "********"}
+
+
+def test_the_transcript_quotes_reasoning_and_exports_fold_it(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from oi_lsp.core import export, transcript
+    messages = conversation(None)
+    snapshot = transcript.Snapshot(Path("/tmp/t.md"), "count", "file:///w", messages,
+                                   transcript.Live("assistant", "reasoning", None,
+                                                   "Still think\ning"), "thinking")
+    text = transcript.render(snapshot)
+    assert "> _Thinking_\n>\n> I should count." in text
+    assert "> _Thinking_\n>\n> Done." in text
+    assert "> _Thinking…_\n>\n> Still think\n> ing" in text  # the one streaming now
+    assert text.index("I should count.") < text.index("print(3)")
+    markdown = export.to_markdown(messages)
+    assert "<details><summary>Thinking</summary>\n\nI should count.\n\n</details>" in markdown
+    import json
+    cells = json.loads(export.to_ipynb(messages))["cells"]
+    assert any("<summary>Thinking</summary>" in "".join(c["source"]) for c in cells)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from acp import Client, update_agent_message_text
+from acp import Client, update_agent_message_text, update_agent_thought_text
 from acp.schema import (
     AcceptElicitationResponse,
     ElicitationFormSessionMode,
@@ -105,6 +105,9 @@ class AcpLink:
             # The model speaks again: the run before has ended and its outcome is recorded.
             self._finish(workspace)
             self.update(session_id, update_agent_message_text(content))
+        elif kind == "reasoning" and content:
+            self._finish(workspace)
+            self.update(session_id, update_agent_thought_text(content))
         elif call is None:
             if kind == "console" and fmt == "output" and content:  # a % command's answer
                 self.update(session_id, update_agent_message_text(content))

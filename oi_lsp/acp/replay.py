@@ -10,6 +10,7 @@ from acp import (
     text_block,
     tool_content,
     update_agent_message_text,
+    update_agent_thought_text,
     update_tool_call,
     update_user_message_text,
 )
@@ -31,6 +32,8 @@ def updates(messages: list[Message]) -> list[Any]:
             out.append(update_user_message_text(message.content))
         elif kind == ("assistant", "message"):
             out.append(update_agent_message_text(message.content))
+        elif kind == ("assistant", "reasoning") and message.content:
+            out.append(update_agent_thought_text(message.content))
         elif message.type == "code" and message.role in ("assistant", "user"):
             call = f"{message.turn_id or 'run'}-{index}"
             language = message.format or ""

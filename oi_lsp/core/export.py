@@ -31,12 +31,15 @@ def to_json(messages: list[Message]) -> str:
 
 
 def _groups(messages: list[Message]) -> list[tuple[str, Message, list[Message]]]:
-    """('text', message, []), ('code', code that ran, its outputs) or ('skipped', code, []),
+    """('text', message, []), ('thought', reasoning, []), ('code', code that ran, its outputs)
+    or ('skipped', code, []),
     in order. A proposal counts as skipped until the code that ran follows it."""
     groups: list[tuple[str, Message, list[Message]]] = []
     for m in messages:
         if (m.role in ("user", "assistant") and m.type == "message") or m.type == "error":
             groups.append(("text", m, []))
+        elif m.type == "reasoning" and m.content.strip():
+            groups.append(("thought", m, []))
         elif m.role == "user" and m.type == "code":  # the user's own run
             groups.append(("code", m, []))
         elif m.role == "assistant" and m.type == "code" and m.format != "text":
@@ -54,6 +57,12 @@ def _speaker(m: Message) -> str:
     return "Error" if m.type == "error" else m.role.capitalize()
 
 
+def _thought(m: Message) -> str:
+    """The model's reasoning folded, as the editors show it (Markdown viewers and Jupyter
+    render <details>)."""
+    return f"<details><summary>Thinking</summary>\n\n{m.content.strip()}\n\n</details>"
+
+
 def fence(text: str) -> str:
     """A backtick fence longer than any run of backticks inside `text`."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -65,6 +74,9 @@ def to_markdown(messages: list[Message], title: str = "") -> str:
     for kind, m, outputs in _groups(messages):
         if kind == "text":
             parts.append(f"**{_speaker(m)}:**\n\n{m.content}")
+            continue
+        if kind == "thought":
+            parts.append(_thought(m))
             continue
         bar = fence(m.content)
         note = " *(proposed, not run)*" if kind == "skipped" else ""
@@ -90,6 +102,9 @@ def to_ipynb(messages: list[Message], title: str = "") -> str:
     for kind, m, outputs in _groups(messages):
         if kind == "text":
             cells.append(v4.new_markdown_cell(f"**{_speaker(m)}:**\n\n{m.content}"))
+            continue
+        if kind == "thought":
+            cells.append(v4.new_markdown_cell(_thought(m)))
             continue
         if kind == "skipped":
             bar = fence(m.content)

@@ -123,6 +123,8 @@ def _import_litellm() -> ModuleType:
     # litellm prices every call itself, counting its tokens when the reply has no usage: that
     # loads its tokenizer (~110 MiB) at the first turn. Off; context_window counts when needed.
     litellm.disable_token_counter = True
+    from . import litellm_compat
+    litellm_compat.split_ollama_think_tags(litellm)
     return litellm
 
 
@@ -335,7 +337,7 @@ def _piece(reply: Reply, kind: Literal["text", "reasoning"], text: str) -> Piece
 def _retry_delay(exc: Exception, attempt: int) -> float | None:
     """Seconds before trying a failed call again, or None when it is not worth another try:
     the server's Retry-After when it sent one (up to RETRY_LONGEST), else a doubling delay."""
-    status = getattr(exc, "status_code", None)
+    status = _status(exc)
     if status not in RETRY_STATUSES:
         return None
     asked = _retry_after(exc)
@@ -394,7 +396,7 @@ NO_MODEL = ("No model is configured. Choose one in the oi settings (model): for 
 
 def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False) -> ModelError:
     """A clear, key-free sentence about a failed model call, and which failure it is."""
-    status = getattr(exc, "status_code", None)
+    status = _status(exc)
     text = _redact(str(exc), settings)
     where = f" at {settings.api_base}" if settings.api_base else ""
     name = type(exc).__name__
@@ -431,13 +433,20 @@ def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False
 
 def _busy(exc: Exception, settings: Settings) -> str:
     """Why a call is tried again, in a few words."""
-    status = getattr(exc, "status_code", None)
+    status = _status(exc)
     where = f" at {settings.api_base}" if settings.api_base else ""
     if status == 429:
         return f"The model{where} is rate limiting requests (429)"
     if status in (503, 529):
         return f"The model{where} is overloaded ({status})"
     return f"The model{where} failed ({status})"
+
+
+def _status(exc: Exception) -> int | None:
+    """The provider's own HTTP status: litellm maps some (Anthropic's 529 overloaded) to 500
+    and keeps the original as provider_status_code."""
+    status = getattr(exc, "provider_status_code", None) or getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
 
 
 def _redact(text: str, settings: Settings) -> str:

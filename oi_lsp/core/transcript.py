@@ -184,6 +184,8 @@ def _message(m: Message, snapshot: Snapshot, proposals: dict[str, Message]) -> l
     """The Markdown of one message (nothing for the ones the transcript folds away)."""
     if m.type == "message":
         return [m.content, _context(m)]
+    if m.type == "reasoning":
+        return [_thought(m.content)] if m.content.strip() else []
     if m.type == "error":
         return ["> **Error:** " + m.content.replace("\n", "\n> ")]
     if m.type == "code" and m.role in ("user", "assistant") and m.format != "text":
@@ -203,6 +205,12 @@ def _message(m: Message, snapshot: Snapshot, proposals: dict[str, Message]) -> l
     if m.type == "code" and m.format == "html":
         return [f"_(HTML output, {len(m.content):,} characters, not shown here)_"]
     return []
+
+
+def _thought(text: str, streaming: bool = False) -> str:
+    """The model's reasoning as a quoted block under a label, apart from its answer."""
+    quoted = "\n".join(f"> {line}" if line else ">" for line in text.strip().split("\n"))
+    return f"> _Thinking{'…' if streaming else ''}_\n>\n{quoted}"
 
 
 def _context(m: Message) -> str:
@@ -262,6 +270,9 @@ def _live(live: Live, speaker: str) -> list[str]:
     if live.role == "assistant" and live.type == "message":
         heading = "## Open Interpreter"
         return [heading if heading != speaker else "", live.text + " …"]
+    if live.role == "assistant" and live.type == "reasoning":
+        heading = "## Open Interpreter"
+        return [heading if heading != speaker else "", _thought(live.text, streaming=True)]
     if live.type == "console":
         return [_output(live.text, live.dropped_lines, running=True)] if live.text else []
     return []

@@ -64,6 +64,7 @@ class Chat:
         self.main_task: asyncio.Task[Any] | None = None
         self.model = ""
         self.attachments: list[dict[str, Any]] = []  # for the next message
+        self.usage: dict[str, Any] | None = None  # the last chat turn's (oi/turn)
 
     async def run(self) -> int:
         from rich.console import Console
@@ -201,6 +202,7 @@ class Chat:
 
         state = self.state
         state.busy, state.stopping, state.always = True, False, False
+        self.usage = None
         try:
             sent, self.attachments = self.attachments, []
             result = await state.client.chat(message, workspace=state.workspace,
@@ -211,6 +213,12 @@ class Chat:
             state.busy = False
             state.cancel_tasks()  # the turn is over: nothing is asked any more
         state.ui.finish()
+        if self.usage is not None and state.ui.console.is_terminal:
+            from .render import usage_line
+            line = usage_line(self.usage)
+            if line:
+                state.ui.note(line)
+        self.usage = None
         status, error = result.get("status"), result.get("error")
         if status == "stopped" and not state.not_run:
             state.ui.note("[stopped]", "yellow")
@@ -253,6 +261,9 @@ class Chat:
                 self.approval.confirmation(params)
             else:
                 state.ui.chunk(params)
+        elif method == protocol.TURN and params.get("kind") == "chat" \
+                and params.get("status") != "running":
+            self.usage = params.get("usage")
         elif method == protocol.PROPOSAL:
             self.approval.proposal(params)
         elif method == protocol.ANSWERED:

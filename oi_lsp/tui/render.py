@@ -3,7 +3,8 @@
 rich renders. The model's text streams as markdown: each finished block (a paragraph, a list,
 a fenced code block) is printed once for good, and only the block still being written is
 redrawn (a rich Live), so a long answer never redraws more than a few lines. Run output is
-written raw as it arrives, so a loop's prints appear at once.
+written raw as it arrives, so a loop's prints appear at once. A reasoning model's thinking
+streams dim, its last lines only, and folds into one summary line when it ends.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .. import languages
 
 HISTORY_SHOWN = 6  # messages of a continued conversation shown at start
 REDRAW_INTERVAL = 1 / 15  # seconds between redraws of the block being written
+THINKING_LINES = 3  # lines of the reasoning shown while it streams
 
 # Every control character but tab and newline (C0, DEL, C1), and the bidirectional overrides
 # that make a line show other than it is (Trojan Source).
@@ -101,12 +103,24 @@ class Renderer:
         # An answer typed for a program (oi/input) the terminal showed already: taken off the
         # front of the output that echoes it.
         self.echoed = ""
+        self._thought = ""  # the reasoning streaming now
+        self._thought_since = 0.0
+        self._thinking: Live | None = None
 
     # oi/stream chunks --------------------------------------------------------------------------
 
     def chunk(self, params: dict[str, Any]) -> None:
         type_ = params.get("type")
         content = params.get("content") or ""
+        if type_ == "reasoning":
+            if content:
+                self._reason(safe(content))
+            return
+        if type_ == "status" and params.get("format") == "retrying" and content:
+            self.note(str(content), "yellow")
+            return
+        if type_ != "status":
+            self._fold_thought()
         if type_ == "message":
             if params.get("start"):
                 self.finish()
@@ -129,8 +143,53 @@ class Renderer:
         elif type_ == "code" and content:
             self.note(f"[{safe(str(params.get('format') or 'code'))} output: "
                       f"{len(content)} characters]")
-        # `status` needs no drawing; `confirmation` is shown by the app (it knows what was
+        # Other statuses need no drawing; `confirmation` is shown by the app (it knows what was
         # proposed, so it shows the code again only when the user edited it).
+
+    def _reason(self, content: str) -> None:
+        if not self._thought:
+            self.finish()
+            self.newline()
+            self._thought_since = time.monotonic()
+        self._thought += content
+        if not self.console.is_terminal:
+            return  # summarised once it ends
+        if self._thinking is None:
+            # transient: the streaming lines give way to the summary line
+            self._thinking = Live(console=self.console, auto_refresh=False, transient=True,
+                                  redirect_stdout=False, redirect_stderr=False)
+            self._thinking.start()
+        now = time.monotonic()
+        if now - self._drawn >= REDRAW_INTERVAL:
+            self._drawn = now
+            self._thinking.update(self._thinking_view(), refresh=True)
+
+    def _thinking_view(self) -> Text:
+        width = max(20, self.console.width - 2)
+        lines = [line for line in self._thought.strip().split("\n") if line.strip()]
+        shown = [line if len(line) <= width else "…" + line[-width + 1:]
+                 for line in lines[-THINKING_LINES:]]
+        return Text("thinking…\n" + "\n".join(shown), style="dim italic")
+
+    def _fold_thought(self) -> None:
+        """The reasoning ended: one dim line in its place (how long, how much, how it began)."""
+        if not self._thought:
+            return
+        if self._thinking is not None:
+            self._thinking.stop()
+            self._thinking = None
+        seconds = time.monotonic() - self._thought_since
+        words = len(self._thought.split())
+        first = " ".join(self._thought.split())
+        head = f"▸ thought for {seconds:.0f} s, {words} words: " if seconds >= 1 \
+            else f"▸ thought, {words} words: "
+        room = max(10, self.console.width - len(head) - 1)
+        self.console.print(Text(head + (first if len(first) <= room
+                                        else first[:room - 1] + "…"), style="dim italic"),
+                           soft_wrap=False, overflow="ellipsis", no_wrap=True)
+        self._thought = ""
+        self._drawn = 0.0
+        self._line_start = True
 
     def _unechoed(self, content: str) -> str:
         same = 0
@@ -177,6 +236,7 @@ class Renderer:
 
     def finish(self) -> None:
         """End the streamed message: print what is left of it for good."""
+        self._fold_thought()
         if self._pending.strip():
             self._print_block(self._pending)
         elif self._live is not None:
@@ -226,7 +286,8 @@ class Renderer:
         self.errors.print(Text(safe(text), style="bold red"), soft_wrap=True)
 
     def history(self, messages: list[dict[str, Any]]) -> None:
-        """The end of a continued conversation, one line per message."""
+        """The end of a continued conversation, one line per message (reasoning left out)."""
+        messages = [m for m in messages if m.get("type") != "reasoning"]
         if not messages:
             return
         shown = messages[-HISTORY_SHOWN:]
@@ -243,6 +304,33 @@ class Renderer:
             text.append(f"{safe(label)}: ", style="bold")
             text.append(line, style="dim")
             self.console.print(text, soft_wrap=True)
+
+
+def usage_line(usage: dict[str, Any]) -> str:
+    """A turn's tokens and cost in one line (oi/turn's usage), as the editors show it; empty
+    when no model call answered."""
+    prompt, completion = int(usage.get("promptTokens") or 0), int(usage.get("completionTokens")
+                                                                  or 0)
+    calls = int(usage.get("calls") or 0)
+    if not calls or not prompt + completion:
+        return ""
+    cached, reasoning = usage.get("cachedTokens"), usage.get("reasoningTokens")
+    into = f"{prompt:,} in" + (f" ({cached:,} cached)" if cached else "")
+    out = f"{completion:,} out" + (f" ({reasoning:,} reasoning)" if reasoning else "")
+    parts = [f"{prompt + completion:,} tokens ({into}, {out})"]
+    if calls > 1:
+        parts.append(f"{calls} model calls")
+    if usage.get("cost") is not None:
+        saved = usage.get("cacheSaved")
+        parts.append(_usd(float(usage["cost"]))
+                     + (f" (cache saved {_usd(float(saved))})" if saved and saved > 0 else ""))
+    if usage.get("sessionCost") is not None:
+        parts.append(f"session {_usd(float(usage['sessionCost']))}")
+    return " · ".join(parts)
+
+
+def _usd(value: float) -> str:
+    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
 
 
 def _label(message: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 // The reference TypeScript ACP client (@agentclientprotocol/sdk 2.4) against `oi-lsp acp`:
-// prompt → permission (allow) → output → end_turn; reject; cancel during a 30 s run; then
+// prompt → the model's reasoning as agent_thought_chunk → permission (allow) → output → end_turn; reject; cancel during a 30 s run; then
 // session/load in a new process replays the history. Exits non-zero on the first failure.
 // Usage: node client.mjs <workspace> <command> [args...] (the model is scripted by pytest).
 import { spawn } from "node:child_process";
@@ -58,6 +58,8 @@ async function firstRun() {
     assert.equal(done.stopReason, "end_turn");
     assert.match(toolText(state), /hello from node/);
     assert.match(texts(state, "agent_message_chunk"), /Done hello\./);
+    assert.equal(texts(state, "agent_thought_chunk"), "I will print a greeting.");
+    assert.doesNotMatch(texts(state, "agent_message_chunk"), /greeting/);
     assert.deepEqual(state.asked[0].options.map((o) => o.kind), ["allow_once", "allow_always", "allow_always", "reject_once"]);
     assert.equal(state.updates.find((u) => u.sessionUpdate === "tool_call").kind, "execute");
     assert.deepEqual(finals(state), ["completed"]);
@@ -90,6 +92,7 @@ async function load(sessionId) {
     assert.match(users, /say hello/);
     assert.match(users, /sleep/);
     assert.match(toolText(state), /hello from node/);
+    assert.equal(texts(state, "agent_thought_chunk"), "I will print a greeting.");
     assert.equal(state.updates.filter((u) => u.sessionUpdate === "tool_call").length, 3);
   });
   child.stdin.end();
