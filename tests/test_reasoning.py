@@ -134,3 +134,15 @@ def test_the_transcript_quotes_reasoning_and_exports_fold_it(tmp_path: object) -
     import json
     cells = json.loads(export.to_ipynb(messages))["cells"]
     assert any("<summary>Thinking</summary>" in "".join(c["source"]) for c in cells)
+
+
+def test_auto_caching_follows_litellms_model_map() -> None:
+    import os
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+    auto = Settings(model="anthropic/claude-sonnet-4-5")
+    assert caching.wanted(litellm, auto)
+    assert not caching.wanted(litellm, auto.model_copy(update={"prompt_caching": False}))
+    # OpenAI caches a repeated prefix by itself: no marks, even when asked.
+    assert not caching.wanted(litellm, Settings(model="openai/gpt-4o", prompt_caching=True))
+    assert caching.wanted(litellm, Settings(model="openrouter/some/model", prompt_caching=True))

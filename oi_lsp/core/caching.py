@@ -33,8 +33,9 @@ def wanted(litellm: ModuleType, settings: Settings) -> bool:
         return False
     if settings.prompt_caching is True:
         return True
-    try:
-        return bool(litellm.supports_prompt_caching(model=settings.model))
+    try:  # not among litellm's top-level names: its utils module has it
+        from litellm.utils import supports_prompt_caching
+        return bool(supports_prompt_caching(model=settings.model, custom_llm_provider=provider))
     except Exception:
         return False
 

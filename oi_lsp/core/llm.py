@@ -444,8 +444,11 @@ def _busy(exc: Exception, settings: Settings) -> str:
 
 def _status(exc: Exception) -> int | None:
     """The provider's own HTTP status: litellm maps some (Anthropic's 529 overloaded) to 500
-    and keeps the original as provider_status_code."""
+    and keeps the original as provider_status_code; Gemini's 503 arrives as a 500 that names
+    it."""
     status = getattr(exc, "provider_status_code", None) or getattr(exc, "status_code", None)
+    if status == 500 and "UNAVAILABLE" in str(exc):  # Gemini's 503, by its status name
+        return 503
     return status if isinstance(status, int) else None
 
 
