@@ -190,6 +190,7 @@ class Bench:
             await self.startup()
             await self.memory()
             await self.main_server()
+            await self.caching()
         finally:
             if self.oi is not None:
                 await self.oi.close()
@@ -318,6 +319,25 @@ class Bench:
                                   "run of 2 KB output and a 1 KB answer)", mib(after_long),
                             f"after the first turn {mib(after_first)}",
                             fmt_ratio(after_long / after_first)))
+
+    async def caching(self) -> None:
+        """Issue 35: a 40-step session's cost with prompt caching and without."""
+        from .caching_cost import STEPS, session_cost
+        self.log("a 40-step Anthropic session's cost, with and without prompt caching")
+        steps = STEPS  # cheap (scripted replies): the same in a quick run
+        on = await session_cost(self.data, self.folder("ws-cache-on"), True, steps)
+        off = await session_cost(self.data, self.folder("ws-cache-off"), False, steps)
+        cost_on, cost_off = on.get("sessionCost"), off.get("sessionCost")
+        if not cost_on or not cost_off:
+            self.report.add(Row("10", f"{steps}-step session cost with prompt caching",
+                                "no cost reported", verdict="skipped"))
+            return
+        self.report.add(Row("10", f"{steps}-step session cost with prompt caching "
+                                  "(claude-sonnet-4-5, litellm's prices)",
+                            f"${cost_on:.4f}", f"without caching ${cost_off:.4f}",
+                            fmt_ratio(cost_on / cost_off), "< 1.00x", verdict(cost_on < cost_off)))
+        self.report.note(f"10: {on['sessionCached']:,} prompt tokens read from the cache over "
+                         f"the session; none without caching ({off['sessionCached']:,})")
 
     async def memory_turn(self, server: Server, k: int) -> None:
         self.model.reset()
