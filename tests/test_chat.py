@@ -346,7 +346,7 @@ def test_reasoning_streams_dim_and_folds_into_one_line(term: type[Term],
                      chat.text)
     assert chat.text.index("▸ thought") < chat.text.rindex("Hello to you too.")
     # The provider's counts under the turn: cached and reasoning tokens apart.
-    assert "1,256 tokens (1,200 in (1,000 cached), 56 out (40 reasoning))" in chat.text
+    assert "1,256 tokens (1,200 in, 1,000 cached; 56 out, 40 reasoning)" in chat.text
     # The reasoning was not sent back to the model as text, nor shown as the answer.
     chat.send("again")
     chat.until("> ")

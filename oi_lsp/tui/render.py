@@ -315,9 +315,9 @@ def usage_line(usage: dict[str, Any]) -> str:
     if not calls or not prompt + completion:
         return ""
     cached, reasoning = usage.get("cachedTokens"), usage.get("reasoningTokens")
-    into = f"{prompt:,} in" + (f" ({cached:,} cached)" if cached else "")
-    out = f"{completion:,} out" + (f" ({reasoning:,} reasoning)" if reasoning else "")
-    parts = [f"{prompt + completion:,} tokens ({into}, {out})"]
+    into = f"{prompt:,} in" + (f", {cached:,} cached" if cached else "")
+    out = f"{completion:,} out" + (f", {reasoning:,} reasoning" if reasoning else "")
+    parts = [f"{prompt + completion:,} tokens ({into}{';' if cached or reasoning else ','} {out})"]
     if calls > 1:
         parts.append(f"{calls} model calls")
     if usage.get("cost") is not None:

@@ -480,3 +480,51 @@ def test_edit_in_an_editor_tab(vscode: tuple[Workbench, Path], model: ModelServe
     assert wb("evaluate", expression=UNTITLED_TABS) == left
     wb("openFile", name="numbers.py")
     assert wb("evaluate", expression=f"document.querySelectorAll({RUN_EDITED!r}).length") == 0
+
+
+THOUGHT = ("The user wants the files listed.\n\nI should run `ls` in the shell, then **say** "
+           "how many there are.")
+FOLD = """(() => [...document.querySelectorAll('#oi-log details.oi-thought')].map((d) => ({
+    open: d.open, summary: d.querySelector('summary').textContent,
+    text: d.querySelector('.oi-thought-body').textContent.trim(),
+    bold: d.querySelectorAll('.oi-thought-body strong').length,
+    before: d.nextElementSibling?.className ?? null })))()"""
+
+
+def test_reasoning_folds_above_the_answer_and_history_redraws_it(
+        vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    wb, _ = vscode
+    # Overloaded once (the status line says when it retries), then reasoning that streams
+    # slowly enough to be seen open, then the answer with the provider's usage.
+    model.script(ms.error(503, headers={"retry-after": "2"}),
+                 ms.text("There are **3** files.", reasoning=THOUGHT, pieces=12, delay=0.25,
+                         usage={"prompt": 1200, "cached": 1000, "completion": 56,
+                                "reasoning": 40}))
+    wb("chatSend", text="how many files are there?")
+    wb("chatWait", selector="#oi-status-text", hasText="retrying in 2 s (retry 1 of 3)")
+    wb("screenshot", path=str(SHOTS / "reasoning-retrying.png"))
+    wb("chatWait", selector="details.oi-thought.oi-thinking summary", hasText="Thinking…")
+    wb("chatClick", selector="details.oi-thought summary")  # opened while it streams
+    wb("screenshot", path=str(SHOTS / "reasoning-streaming-open.png"))
+    wb("chatClick", selector="details.oi-thought summary")  # and closed again
+    wb("chatWait", selector=".oi-assistant", hasText="There are 3 files.")
+    settle(wb)
+    [live] = wb("chatEval", expression=FOLD)
+    assert live["text"].startswith("The user wants the files listed.")
+    assert "I should run ls in the shell" in live["text"]
+    assert live["before"] == "oi-assistant oi-md"  # above its answer
+    assert (live["open"], live["summary"], live["bold"]) == (False, "Thought", 1)
+    assert "<think>" not in str(describe(wb))
+    usage = wb("chatEval", expression="document.querySelector('.oi-usage')?.textContent")
+    assert "1,200 in, 1,000 cached; 56 out, 40 reasoning" in usage
+    shown = describe(wb)
+    themed_shots(wb, "reasoning-folded")
+
+    wb("reload")  # a new oi-lsp: the view is drawn from oi/history
+    open_chat(wb)
+    wb("chatWait", selector="details.oi-thought")
+    wb("chatWait", selector=".oi-assistant", hasText="There are 3 files.")
+    assert wb("chatEval", expression=FOLD) == [live]
+    same_view(wb, shown)
+    wb("chatClick", selector="details.oi-thought summary")
+    themed_shots(wb, "reasoning-history-open")

@@ -24,6 +24,12 @@ export interface ServerSettings {
     /** The interpreter the Python kernel runs in (`oi.python`; the Python extension's per folder
      * is sent with oi/configure, see pythonSetting.ts). */
     python?: string;
+    /** docs/protocol.md, Settings: a reasoning model's effort, further litellm arguments,
+     * prompt caching, retries of a refused model call. Checked by the server. */
+    reasoningEffort?: 'low' | 'medium' | 'high';
+    modelOptions?: Record<string, unknown>;
+    promptCaching?: boolean | 'auto';
+    modelRetries?: number;
 }
 
 function nonEmpty(value: unknown): string | undefined {
@@ -52,6 +58,17 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     if (profile) settings.profile = profile;
     const python = nonEmpty(config.get('python'));
     if (python) settings.python = python;
+    const effort = config.get<unknown>('reasoningEffort');
+    if (effort === 'low' || effort === 'medium' || effort === 'high') settings.reasoningEffort = effort;
+    const options = config.get<unknown>('modelOptions');
+    if (options && typeof options === 'object' && !Array.isArray(options) && Object.keys(options).length > 0) {
+        settings.modelOptions = options as Record<string, unknown>;
+    }
+    const caching = config.get<unknown>('promptCaching');
+    if (caching === 'on' || caching === 'off') settings.promptCaching = caching === 'on';
+    // 'auto' is the server's default: left out.
+    const retries = config.get<unknown>('modelRetries');
+    if (typeof retries === 'number' && Number.isInteger(retries)) settings.modelRetries = retries;
     if (apiKey) settings.apiKey = apiKey;
     return settings;
 }

@@ -68,3 +68,18 @@ test('a folder sends only what it sets; what it stops setting falls back to what
     assert.deepEqual(gone, { model: null });
     assert.deepEqual(folderUpdate(reader({ autoRun: true }), reader({ autoRun: true }), false, undefined), { autoRun: false });
 });
+
+test('model settings: reasoning effort, litellm options, caching on/off, retries; defaults left out', () => {
+    const sent = serverSettings(config({
+        reasoningEffort: 'high', modelOptions: { top_p: 0.9, extra_headers: { 'X-Team': 'data' } },
+        promptCaching: 'off', modelRetries: 0,
+    }), true);
+    assert.equal(sent.reasoningEffort, 'high');
+    assert.deepEqual(sent.modelOptions, { top_p: 0.9, extra_headers: { 'X-Team': 'data' } });
+    assert.equal(sent.promptCaching, false);
+    assert.equal(sent.modelRetries, 0);
+    assert.equal(serverSettings(config({ promptCaching: 'on' }), true).promptCaching, true);
+    const defaults = serverSettings(config({ reasoningEffort: 'default', modelOptions: {}, promptCaching: 'auto' }), true);
+    assert.deepEqual(defaults, { autoRun: false, trusted: true });
+    assert.equal('modelOptions' in serverSettings(config({ modelOptions: ['top_p'] }), true), false);
+});

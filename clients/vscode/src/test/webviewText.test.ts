@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { contextLabel, outcomeNote, withoutDisplayNotes } from '../webview/history';
 import { runLabel } from '../webview/status';
+import { usageText } from '../webview/usage';
 
 test('a selection\'s context reads file:lines', () => {
     const range = (a: number, b: number, endChar = 5) => ({ start: { line: a, character: 0 }, end: { line: b, character: endChar } });
@@ -29,4 +30,13 @@ test('a run reads "python · 12 s · 98% CPU · 512 MB"', () => {
     assert.equal(runLabel('python', 12.4, { cpuPercent: 98.2, rss: 512 * 1024 * 1024 }), 'python · 12 s · 98% CPU · 512 MB');
     assert.equal(runLabel('shell', 1.6), 'shell · 2 s');
     assert.equal(runLabel('', 0, { cpuPercent: 0 }), 'code · 0 s · 0% CPU');
+});
+
+test('the usage line: cached and reasoning tokens and the cache\'s saving when the provider reports them', () => {
+    const base = { promptTokens: 1200, completionTokens: 56, calls: 1 };
+    assert.equal(usageText({ ...base, cost: 0.0021 }), '1,256 tokens (1,200 in, 56 out) · $0.0021');
+    assert.equal(usageText({ ...base, calls: 2, cost: 0.0021, cachedTokens: 1000, reasoningTokens: 40, cacheSaved: 0.003 }),
+        '1,256 tokens (1,200 in, 1,000 cached; 56 out, 40 reasoning) · 2 model calls · $0.0021 (cache saved $0.0030)');
+    // A write that cost more than it saved is not a saving.
+    assert.equal(usageText({ ...base, cost: 0.05, cacheWriteTokens: 1200, cacheSaved: -0.001 }), '1,256 tokens (1,200 in, 56 out) · $0.05');
 });

@@ -2,6 +2,7 @@
 // oi/history) and posts the user's actions back; it never talks to the server itself.
 import DOMPurify from 'dompurify';
 import { highlight, renderMarkdown } from './highlight';
+import { thoughtBlock, thoughtEnded } from './reasoning';
 import { type Context, EXPIRED_NOTICE, type Message, contextLabel, outcomeNote, withoutDisplayNotes } from './history';
 import { type Activity, type Figures, StatusLine } from './status';
 import { errorBox } from './errors';
@@ -176,6 +177,11 @@ function ownerOf(turnId: string | undefined): HTMLElement | undefined {
 }
 
 function openBlock(c: Chunk): Block {
+    if (c.type === 'reasoning') {
+        const { details, body } = thoughtBlock('', true);
+        log.append(details);
+        return { kind: 'reasoning', node: body, text: '' };
+    }
     if (c.type === 'message') {
         const node = el('div', 'oi-assistant oi-md');
         log.append(node);
@@ -213,11 +219,15 @@ function activeLine(line: string | undefined): void {
 
 function stream(c: Chunk): void {
     if (c.type === 'status') {
+        if (c.format === 'retrying') return status.retrying(c.content ?? '');
         if (c.format === 'idle') log.querySelectorAll('.oi-active-line').forEach((m) => m.remove());
         if (ACTIVITIES.includes(c.format as Activity)) status.set(c.format as Activity);
         return;
     }
     if (c.type === 'confirmation' && c.start) status.running(c.format ?? '');
+    status.retrying(''); // the call answered: the retry notice has done its work
+    // Whatever follows the reasoning ends it (a stop may cut it before its end chunk).
+    if (c.type !== 'reasoning') log.querySelectorAll<HTMLElement>('.oi-thinking .oi-thought-body').forEach(thoughtEnded);
     // Not a block and not output: never joins the open console block.
     if (c.type === 'console' && c.format === 'active_line') return activeLine(c.content);
     const k = key(c);
@@ -233,7 +243,7 @@ function stream(c: Chunk): void {
     }
     if (block && c.content !== undefined) {
         block.text += c.content;
-        if (block.kind === 'message') scheduleRender(block);
+        if (block.kind === 'message' || block.kind === 'reasoning') scheduleRender(block);
         else if (block.kind === 'console') {
             setOutput(block.node as HTMLPreElement, block.text);
             scrollDown();
@@ -244,6 +254,10 @@ function stream(c: Chunk): void {
         if (block.kind === 'image') addImage(c.format, block.text);
         else if (block.kind === 'code' && c.format === 'html') addHtml(block.text);
         else if (block.kind === 'message') scheduleRender(block);
+        else if (block.kind === 'reasoning') {
+            scheduleRender(block);
+            thoughtEnded(block.node);
+        }
         scrollDown();
     }
 }
@@ -505,6 +519,8 @@ function redraw(m: Message): void {
         const node = el('div', 'oi-assistant oi-md');
         node.innerHTML = renderMarkdown(m.content);
         log.append(node);
+    } else if (what === 'assistant/reasoning') {
+        if (m.content) log.append(thoughtBlock(m.content).details);
     } else if (what === 'assistant/code') pastCode(m);
     else if (what === 'computer/confirmation') pastConfirmation(m);
     else if (what === 'computer/console') {

@@ -23,6 +23,7 @@ export class StatusLine {
     private started = 0;
     private figures: Figures | undefined;
     private ticker: number | undefined;
+    private notice = ''; // a retried model call: "... retrying in 2 s (retry 1 of 3)"
 
     constructor(
         private readonly box: HTMLElement,
@@ -41,7 +42,15 @@ export class StatusLine {
         if (this.activity === 'running') this.draw();
     }
 
+    /** A `retrying` status: said while the model is thinking, until the next chunk ('' clears). */
+    retrying(text: string): void {
+        if (text === this.notice) return;
+        this.notice = text;
+        this.draw();
+    }
+
     set(activity: Activity): void {
+        if (activity !== this.activity) this.notice = '';
         if (activity === 'running' && this.activity !== 'running') {
             this.started = Date.now();
             this.figures = undefined;
@@ -65,7 +74,8 @@ export class StatusLine {
         const a = this.activity;
         this.box.hidden = a === 'idle';
         this.box.classList.toggle('oi-waiting', a === 'waiting');
-        this.text.textContent = a === 'thinking' ? 'Model thinking…'
+        this.box.classList.toggle('oi-retrying', a === 'thinking' && this.notice !== '');
+        this.text.textContent = a === 'thinking' ? (this.notice || 'Model thinking…')
             : a === 'waiting' ? WAITING
                 : a === 'running' ? runLabel(this.language, (Date.now() - this.started) / 1000, this.figures) : '';
         // Stop where there is something to stop (Send is Stop then: one Stop, beside the input);
