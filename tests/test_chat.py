@@ -292,7 +292,7 @@ def test_exec_runs_in_the_workspace_repl(data_dir: Path, workspace: Path) -> Non
 def test_no_model_says_what_to_set(term: type[Term], data_dir: Path, workspace: Path) -> None:
     done = run_chat(["hello"], workspace, chat_env(data_dir, None))
     assert done.returncode == 2
-    for needed in ("No model is configured", "OPENAI_API_KEY", "OI_MODEL=ollama/llama3.1",
+    for needed in ("No model is configured", "OPENAI_API_KEY", "OI_MODEL=ollama_chat/llama3.1",
                    "OI_API_BASE=http://localhost:11434"):
         assert needed in done.stderr
     assert "Traceback" not in done.stdout + done.stderr

@@ -390,8 +390,8 @@ def _keys_missing(litellm: ModuleType, settings: Settings) -> bool:
 
 
 NO_MODEL = ("No model is configured. Choose one in the oi settings (model): for example "
-            "gpt-4o-mini with an OpenAI API key, or ollama/llama3.1 for a local Ollama. Or set "
-            "OI_MODEL in the environment.")
+            "gpt-4o-mini with an OpenAI API key, or ollama_chat/llama3.1 for a local Ollama. "
+            "Or set OI_MODEL in the environment.")
 
 
 def describe_error(exc: Exception, settings: Settings, no_key_sent: bool = False) -> ModelError:

@@ -31,10 +31,10 @@ No model is configured. Set one of these, then run `oi-lsp chat` again:
   OpenAI:       export OPENAI_API_KEY=sk-...
                 (uses {OPENAI_DEFAULT_MODEL}; pick another with OI_MODEL=gpt-4o or --model)
   Local Ollama: ollama serve & ollama pull llama3.1
-                export OI_MODEL=ollama/llama3.1 OI_API_BASE=http://localhost:11434
+                export OI_MODEL=ollama_chat/llama3.1 OI_API_BASE=http://localhost:11434
   Any OpenAI-compatible server (LM Studio, llamafile, vLLM, ...):
                 export OI_MODEL=openai/<model name> OI_API_BASE=http://localhost:1234/v1
-Or pass them once: oi-lsp chat --model ollama/llama3.1 --api-base http://localhost:11434"""
+Or pass them once: oi-lsp chat --model ollama_chat/llama3.1 --api-base http://localhost:11434"""
 
 # Exit statuses
 OK, FAILED, USAGE, NOT_RUN, INTERRUPTED = 0, 1, 2, 3, 130

@@ -12,7 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from stdin when not given)")
     parser.add_argument("-y", "--auto-run", action="store_true",
                         help="run the model's code without asking")
-    parser.add_argument("--model", help="litellm model, e.g. gpt-4o-mini or ollama/llama3.1 "
+    parser.add_argument("--model", help="litellm model, e.g. gpt-4o-mini or ollama_chat/llama3.1 "
                                         "(default: $OI_MODEL)")
     parser.add_argument("--api-base", help="base URL of the model API (default: $OI_API_BASE)")
     parser.add_argument("--api-key", help="API key of the model API (default: $OI_API_KEY or "
