@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from oi_lsp.client import OIClient, server_command, to_uri
 from tests import modelserver as ms
@@ -121,9 +122,15 @@ async def test_settings_layers_and_configure(start_server: StartServer, model: M
     assert effective["model"] == "openai/scripted" and effective["maxOutput"] == 10
     assert effective["autoRun"] is False and effective["apiKeySet"] is True
     assert "apiKey" not in effective
-    result = await client.request("oi/configure", {"temperature": 0.5, "mystery": True})
-    assert result["settings"]["temperature"] == 0.5
-    assert result["warnings"] == ["unknown setting 'mystery' ignored"]
+    result = await client.request("oi/configure", {"temperature": 0.5})
+    assert result["settings"]["temperature"] == 0.5 and result["warnings"] == []
+    # A typo is refused, naming the setting it was probably meant to be; nothing changes.
+    with pytest.raises(JsonRpcException) as typo:
+        await client.request("oi/configure", {"reasoningEfort": "high", "temperature": 0.9})
+    assert "unknown setting 'reasoningEfort' (did you mean 'reasoningEffort'?)" in str(typo.value)
+    with pytest.raises(JsonRpcException, match="unknown setting 'mystery': nothing"):
+        await client.request("oi/configure", {"mystery": True})
+    assert (await client.request("oi/configure", {}))["settings"]["temperature"] == 0.5
 
     client.lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"oi": {"maxOutput": 20}}))

@@ -11,7 +11,7 @@ from typing import Any
 from ..protocol import AlwaysScope, AutoRunRule
 from . import profiles, rules, trust
 from .aio import in_thread, to_disk
-from .settings import Settings, SettingsError, check, combine, split_known
+from .settings import Settings, SettingsError, check, combine, split_known, unknown_error
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class SettingsLayers:
         """Apply settings to this workspace only; raises SettingsError and changes nothing
         when a value has the wrong type or the profile it selects is bad."""
         known, unknown = split_known(values)
+        if unknown:  # a typo answered with success would do nothing, silently
+            raise unknown_error(unknown)
         if "trusted" in known:
             raise SettingsError("setting 'trusted': only the editor sets it, at initialize")
         check(known)

@@ -226,6 +226,18 @@ def split_known(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return known, unknown
 
 
+def unknown_error(unknown: list[str]) -> SettingsError:
+    """Unknown keys, each with the setting it is probably a typo of."""
+    import difflib
+
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, sorted(_FIELDS), n=1, cutoff=0.75)
+        parts.append(f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)"
+                                                  if close else ""))
+    return SettingsError("; ".join(parts) + ": nothing was changed")
+
+
 def check(layer: Mapping[str, Any]) -> None:
     """Raise SettingsError naming every key of `layer` whose value has the wrong type."""
     try:
