@@ -380,6 +380,27 @@ def _provider_key(litellm: ModuleType, settings: Settings) -> str | None:
     return NO_KEY if os.environ.get(name) else None
 
 
+def key_source(litellm: ModuleType, settings: Settings) -> str:
+    """Where the model's API key comes from, in a few words (never its value): the settings,
+    the editor's environment (the shared daemon's clients), or the server's own."""
+    if settings.api_key is not None:
+        return "from the settings (apiKey)"
+    if model_presets.is_local(settings.model, settings.api_base):
+        return "none needed (a local server)"
+    try:
+        provider = litellm.get_llm_provider(settings.model, api_base=settings.api_base)[1]
+    except Exception:  # a model litellm cannot place: nothing to name
+        return "not set"
+    name = _KEY_VARIABLE.get(provider, f"{provider.upper()}_API_KEY")
+    if settings.provider_keys is not None:
+        if name in settings.provider_keys:
+            return f"from the editor's environment ({name})"
+        return f"not set (the editor's environment has no {name})"
+    if os.environ.get(name):
+        return f"from the server's environment ({name})"
+    return f"not set (no {name} in the environment)"
+
+
 def _keys_missing(litellm: ModuleType, settings: Settings) -> bool:
     """No key for the model's provider in the environment either (OPENAI_API_KEY, ...)."""
     try:

@@ -227,7 +227,7 @@ async def _info(host: Host, console: Console, arg: str) -> None:
         f"{len(conversation.messages)} messages",
         f"Saved in: {conversation.file()}",
         f"Model: {s.model or '(none set)'}" + (f" at {s.api_base}" if s.api_base else "")
-        + f", API key {'set' if s.api_key is not None else 'not set'}",
+        + f", API key {llm.key_source(await llm.warm_up(), s) if s.model else 'not needed'}",
         f"Context window: {s.context_window or 'the model’s'}, max tokens: "
         f"{s.max_tokens or 'the model’s'}, temperature: "
         f"{s.temperature if s.temperature is not None else 'the model’s'}",
