@@ -43,3 +43,19 @@ async def test_a_key_the_user_set_and_the_server_refused_is_auth_failed(
     assert result["errorKind"] == "authFailed", result
     assert model.headers[-1].get("Authorization", model.headers[-1].get("authorization")) \
         == "Bearer sk-test-key"
+
+
+@pytest.mark.parametrize("environment", ["sk-the-users-real-key", ""])
+async def test_a_server_on_this_machine_never_gets_the_environments_key(
+        environment: str, start_server: StartServer, model: ModelServer,
+        workspace: Path) -> None:
+    """Not a preset, but on 127.0.0.1: the user's OPENAI_API_KEY stays home (apiKey sends one
+    on purpose), and an empty variable, being no key, does not stop a keyless server."""
+    client = await start_server(workspace, options={"model": "openai/scripted",
+                                                    "apiBase": model.url},
+                                env={"OPENAI_API_KEY": environment, "OI_API_KEY": ""})
+    model.script(ms.text("Hello from a keyless server."))
+    result = await client.chat("hello")
+    assert result["status"] == "done", result
+    sent = model.headers[-1].get("Authorization", model.headers[-1].get("authorization"))
+    assert "sk-the-users-real-key" not in str(sent)

@@ -183,14 +183,17 @@ def test_write_in_replaces_a_link_and_never_writes_through_it(tmp_path: Path) ->
 
 async def test_info_says_where_the_api_key_comes_from_never_its_value(
         start_server: StartServer, model: ModelServer, workspace: Path) -> None:
-    settings = {"model": "openai/scripted", "apiBase": model.url}
-    from_env = await start_server(workspace, options=settings,
+    hosted = {"model": "openai/gpt-4o-mini", "apiBase": "https://models.example.invalid/v1"}
+    from_env = await start_server(workspace, options=hosted,
                                   env={"OPENAI_API_KEY": "sk-from-the-environment-1234"})
     info = await magic(from_env, "%info")
     assert "API key from the server's environment (OPENAI_API_KEY)" in info
     assert "sk-from-the-environment" not in info
-    given = await start_server(workspace, options={**settings, "apiKey": "sk-given-5678"})
-    assert "API key from the settings (apiKey)" in await magic(given, "%info")
     # An empty variable is no key.
-    empty = await start_server(workspace, options=settings, env={"OPENAI_API_KEY": ""})
+    empty = await start_server(workspace, options=hosted, env={"OPENAI_API_KEY": ""})
     assert "API key not set (no OPENAI_API_KEY in the environment)" in await magic(empty, "%info")
+    local = {"model": "openai/scripted", "apiBase": model.url}
+    given = await start_server(workspace, options={**local, "apiKey": "sk-given-5678"})
+    assert "API key from the settings (apiKey)" in await magic(given, "%info")
+    mine = await start_server(workspace, options=local, env={"OPENAI_API_KEY": "sk-real-9"})
+    assert "API key none sent (a server on this machine" in await magic(mine, "%info")

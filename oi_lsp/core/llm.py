@@ -183,9 +183,9 @@ def completion_args(litellm: ModuleType, settings: Settings,
         args["api_key"] = settings.api_key.get_secret_value()
     elif own is not None:
         args["api_key"] = own
-    elif model_presets.is_local(settings.model, settings.api_base):
+    elif model_presets.keyless(settings.model, settings.api_base):
         # A local server wants no key, but litellm's OpenAI client insists on one; never send
-        # the user's real OPENAI_API_KEY to it.
+        # the user's real OPENAI_API_KEY to it (apiKey sends one where the user means it).
         args["api_key"] = LOCAL_KEY
     elif settings.api_base and _keys_missing(litellm, settings):
         args["api_key"] = NO_KEY
@@ -368,7 +368,7 @@ def _provider_key(litellm: ModuleType, settings: Settings) -> str | None:
     """The client's own key for the model's provider when the client's environment is not the
     process's (the shared daemon): its value; NO_KEY when the client has none but the process
     does (another editor's key is never used); None: let litellm read the environment."""
-    if settings.provider_keys is None or model_presets.is_local(settings.model, settings.api_base):
+    if settings.provider_keys is None or model_presets.keyless(settings.model, settings.api_base):
         return None
     try:
         provider = litellm.get_llm_provider(settings.model, api_base=settings.api_base)[1]
@@ -385,8 +385,8 @@ def key_source(litellm: ModuleType, settings: Settings) -> str:
     the editor's environment (the shared daemon's clients), or the server's own."""
     if settings.api_key is not None:
         return "from the settings (apiKey)"
-    if model_presets.is_local(settings.model, settings.api_base):
-        return "none needed (a local server)"
+    if model_presets.keyless(settings.model, settings.api_base):
+        return "none sent (a server on this machine: set apiKey for one that wants a key)"
     try:
         provider = litellm.get_llm_provider(settings.model, api_base=settings.api_base)[1]
     except Exception:  # a model litellm cannot place: nothing to name

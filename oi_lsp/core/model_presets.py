@@ -57,6 +57,19 @@ def is_local(model: str | None, api_base: str | None = None) -> bool:
     return bool(base) and any(base == p.url for p in presets().values())
 
 
+def keyless(model: str | None, api_base: str | None = None) -> bool:
+    """A server the user's provider keys are never sent to unless set for it (apiKey): a local
+    preset, or any server on this machine's loopback (127.0.0.0/8, localhost, ::1)."""
+    if is_local(model, api_base):
+        return True
+    from urllib.parse import urlsplit
+    try:
+        host = urlsplit(api_base or "").hostname or ""
+    except ValueError:
+        return False
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
 def apply_preset(values: dict[str, Any]) -> dict[str, Any]:
     """Fill in a `local` preset's base URL and model prefix, and the small-context defaults
     for any local model, where the user has not set them (snake_case keys)."""
