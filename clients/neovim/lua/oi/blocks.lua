@@ -1,9 +1,11 @@
--- The oi/stream chunks of a chat as transcript blocks: the model's text, fenced code and its
--- output (a long one folded), images; the line that runs highlighted. `st` is a chat's state.
+-- The oi/stream chunks of a chat as transcript blocks: the model's reasoning (oi.reasoning), its
+-- text, fenced code and its output (a long one folded), images; the line that runs highlighted.
+-- `st` is a chat's state.
 local M = {}
 
 local transcript = require("oi.transcript")
 local history = require("oi.history")
+local reasoning = require("oi.reasoning")
 
 local ns = transcript.ns
 
@@ -83,6 +85,8 @@ local function open_block(st, p)
     gap(st); put(st, "```" .. (p.format or ""))
   elseif p.type == "message" then
     gap(st)
+  elseif p.type == "reasoning" then
+    reasoning.open(st, st.open)
   end
 end
 
@@ -132,6 +136,8 @@ local function close_block(st)
     -- the code that runs: shown unless it is the proposal just shown above
     if data ~= st.shown_code then code_block(st, b.format, data) end
     st.shown_code = nil
+  elseif b.type == "reasoning" then
+    reasoning.close(st, b)
   elseif b.type == "image" then
     local ok, path = pcall(M.save_image, b.format or "base64.png", data)
     gap(st)
@@ -160,6 +166,8 @@ function M.feed(st, p)
       table.insert(st.open.parts, p.content)
     elseif p.type == "console" then
       output(st, p.content)
+    elseif p.type == "reasoning" then
+      reasoning.add(st, st.open, p.content)
     else
       append(st, p.content)
     end

@@ -6,6 +6,7 @@ local transcript = require("oi.transcript")
 local spinner = require("oi.spinner")
 local prompt = require("oi.prompt")
 local history = require("oi.history")
+local reasoning = require("oi.reasoning")
 
 local ns = transcript.ns
 local states = {} -- root -> state
@@ -19,6 +20,7 @@ local function header(root) return { "# oi: " .. root, "" } end
 
 local function expand(st)
   local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  if reasoning.toggle(st, row) then return end
   for _, m in ipairs(vim.api.nvim_buf_get_extmarks(st.buf, ns, { row, 0 }, { row, -1 }, {})) do
     local text = st.folds[m[1]]
     if text then
@@ -35,7 +37,7 @@ end
 local function keymaps(st)
   local o = { buffer = st.buf, nowait = true, silent = true }
   vim.keymap.set("n", "<Tab>", function() expand(st) end,
-    vim.tbl_extend("force", o, { desc = "oi: show a folded output" }))
+    vim.tbl_extend("force", o, { desc = "oi: show a folded output, open or close a thought" }))
   -- Typing in the transcript starts a message in the prompt area.
   for _, key in ipairs({ "i", "I", "A", "o", "O" }) do
     vim.keymap.set("n", key, function() M.focus_prompt(st.root, true) end,
@@ -48,7 +50,10 @@ end
 -- The buffer was wiped (:bwipe!): keep what it held, to build it again when it is needed.
 local function watch(st)
   vim.api.nvim_create_autocmd("BufUnload", { buffer = st.buf, once = true, callback = function(a)
-    if states[st.root] == st and a.buf == st.buf then st.snapshot = transcript.snapshot(a.buf) end
+    if states[st.root] == st and a.buf == st.buf then
+      st.snapshot = transcript.snapshot(a.buf)
+      st.snapshot.thoughts = reasoning.snapshot(st)
+    end
   end })
 end
 
@@ -71,9 +76,10 @@ function M.state(root)
   if st and vim.api.nvim_buf_is_valid(st.buf) then return st end
   local name = "oi://chat" .. root
   local fresh = st == nil
+  local thoughts
   if st and st.snapshot then
     st.buf = transcript.rebuild(name, st.snapshot)
-    st.snapshot = nil
+    thoughts, st.snapshot = st.snapshot.thoughts, nil
   elseif st then
     st.buf = transcript.create(name, header(root))
   else
@@ -84,6 +90,8 @@ function M.state(root)
   vim.b[st.buf].oi_root = root
   keymaps(st)
   watch(st)
+  reasoning.attach(st)
+  if thoughts then reasoning.rebuild(st, thoughts) end
   if st.spin then spinner.redraw(st) end
   if fresh then restore(st) end
   return st
@@ -157,6 +165,7 @@ local function open_window(st)
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
   vim.wo[win].statusline = M.STATUSLINE
+  reasoning.refold(st) -- the thoughts folded in this window too
   pair(st, win, prompt.open(st, win))
   vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(st.buf), 0 })
   vim.api.nvim_win_call(win, function() vim.cmd("normal! zb") end)
@@ -333,17 +342,19 @@ end
 function M.clear(root)
   local st = M.state(root)
   st.open, st.folds, st.cleared = nil, {}, (st.cleared or 0) + 1
+  reasoning.clear(st)
   transcript.set_lines(st.buf, 0, sep_row(st), header(root))
 end
 
 --- Put a saved conversation (oi/history messages) after the transcript's header.
 function M.insert_history(st, messages)
-  local lines, folds = history.render(messages, limit())
+  local lines, folds, thoughts = history.render(messages, limit())
   if #lines == 0 then return end
   table.insert(lines, "")
   local at = #header(st.root)
   transcript.set_lines(st.buf, at, at, lines)
   for _, f in ipairs(folds) do fold_at(st, at + f.index - 1, f.text) end
+  reasoning.insert(st, at, thoughts)
 end
 
 --- Render a saved conversation (oi/history messages) as the whole transcript.

@@ -1,8 +1,24 @@
--- Code blocks of the chat highlighted in their language. Where Neovim has tree-sitter parsers
--- for the code (nvim-treesitter installs them), the markdown parser with its injections does it;
--- stock Neovim ships only markdown's, so then the regex markdown syntax includes each fenced
--- language's syntax file (g:markdown_fenced_languages, set only while the chat's syntax loads).
+-- The chat's own highlight groups (OIReasoning), and its code blocks highlighted in their
+-- language. Where Neovim has tree-sitter parsers for the code (nvim-treesitter installs them),
+-- the markdown parser with its injections does it; stock Neovim ships only markdown's, so then
+-- the regex markdown syntax includes each fenced language's syntax file
+-- (g:markdown_fenced_languages, set only while the chat's syntax loads).
 local M = {}
+
+--- The plugin's own highlight groups (default links: a colorscheme or the user may set them).
+M.groups = {
+  OIReasoning = { link = "Comment" }, -- the model's reasoning, and its fold's line
+}
+
+local function define()
+  for name, spec in pairs(M.groups) do
+    vim.api.nvim_set_hl(0, name, vim.tbl_extend("force", spec, { default = true }))
+  end
+end
+define()
+-- :colorscheme clears every group first: link them again after it
+vim.api.nvim_create_autocmd("ColorScheme", {
+  group = vim.api.nvim_create_augroup("oi_highlight", { clear = true }), callback = define })
 
 --- Fenced languages (as the server names them = the syntax file) the regex syntax includes.
 M.fenced = { "python", "sh", "bash=sh", "shell=sh", "zsh", "javascript", "js=javascript",

@@ -1,6 +1,6 @@
 -- A saved conversation (oi/history, oi/session/open messages) as transcript lines, as the live
--- chat showed it: each proposal's fate, the editor's context as one line, the user's own runs,
--- the turns' errors, long outputs folded.
+-- chat showed it: the model's reasoning folded (oi.reasoning), each proposal's fate, the
+-- editor's context as one line, the user's own runs, the turns' errors, long outputs folded.
 local M = {}
 
 -- What became of a proposal (`outcome`), as the live chat marks its answer.
@@ -27,9 +27,10 @@ function M.fold_line(text)
   return ("… %d more lines (<Tab> on this line shows them)"):format(n)
 end
 
--- A writer: lines, and the folded outputs (the line index of each placeholder, its text).
+-- A writer: lines, the folded outputs (the line index of each placeholder, its text), and the
+-- reasoning blocks (the indexes of their first and last lines).
 local function writer()
-  local w = { lines = {}, folds = {} }
+  local w = { lines = {}, folds = {}, thoughts = {} }
   function w.put(text)
     vim.list_extend(w.lines, vim.split(text, "\n", { plain = true }))
   end
@@ -52,6 +53,15 @@ local function output(w, text, limit)
     vim.list_extend(w.lines, lines)
   end
   w.put("```")
+end
+
+local function thought(w, text)
+  local lines = require("oi.reasoning").lines(text)
+  if not lines then return end
+  w.gap()
+  local first = #w.lines + 1
+  vim.list_extend(w.lines, lines)
+  table.insert(w.thoughts, { first = first, last = #w.lines })
 end
 
 local function code(w, m, shown)
@@ -82,7 +92,9 @@ local function user(w, m, shown)
   end
 end
 
---- The lines of `messages` and their folds ({index, text}; index 1-based into lines).
+--- The lines of `messages`, their folded outputs ({index, text}) and their reasoning blocks
+--- ({first, last}); indexes 1-based into the lines.
+---@return string[] lines, table[] folds, table[] thoughts
 function M.render(messages, limit)
   local w, shown = writer(), { answer = true }
   for _, m in ipairs(messages or {}) do
@@ -92,7 +104,12 @@ function M.render(messages, limit)
       if m.role == "assistant" and not shown.answer then
         w.gap(); w.put("## oi"); shown.answer = true
       end
-      if m.type == "message" then
+      if m.role == "assistant" and type(m.reasoning) == "string" then -- carried on the message
+        thought(w, m.reasoning)
+      end
+      if m.type == "reasoning" then
+        thought(w, m.content)
+      elseif m.type == "message" then
         w.gap(); w.put(m.content)
       elseif m.type == "code" and m.role == "assistant" then
         code(w, m, shown)
@@ -114,7 +131,7 @@ function M.render(messages, limit)
       w.gap(); w.put("_(" .. require("oi.usage").saved_text(m.usage) .. ")_")
     end
   end
-  return w.lines, w.folds
+  return w.lines, w.folds, w.thoughts
 end
 
 return M
