@@ -279,10 +279,12 @@ function M.on_stream(root, p)
   local st = M.state(root)
   if st.muted[p.turnId] then return end
   if p.type == "status" then
-    spinner.set(st, p.format)
+    spinner.set(st, p.format, p.content)
     if p.format == "idle" then blocks.active_line(st, nil) end
     return
   end
+  -- a retry's sentence shows until the next chunk of the turn: the model answers again
+  if st.status == "retrying" then spinner.set(st, "thinking") end
   blocks.feed(st, p)
 end
 
@@ -370,7 +372,7 @@ function M.lines(root)
   return vim.api.nvim_buf_get_lines(st.buf, 0, -1, false)
 end
 
---- The state shown (thinking, waiting, running), and the status line's words.
+--- The state shown (thinking, retrying, waiting, running), and the status line's words.
 function M.status(root) return states[root] and states[root].status end
 function M.status_text(root) return states[root] and spinner.text(states[root]) end
 

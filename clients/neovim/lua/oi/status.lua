@@ -8,6 +8,8 @@ local M = {}
 ---@field activity string? "thinking" | "waiting" | "running" | nil (idle)
 ---@field language string? the language that runs
 ---@field resources string? "12 s · 98% CPU · 512 MB" during a long run
+---@field retrying string? while thinking: the server's sentence about a retry of the model call
+--- ("The model … is overloaded (529): retrying in 2 s (retry 1 of 3)"), until the next chunk
 ---@field turn string? the turn id of the progress
 ---@field session oi.Usage tokens and cost since Neovim started (see oi.usage)
 
@@ -25,6 +27,7 @@ end
 --- The words for what `st` does now, or nil when idle.
 local function message(st)
   if not st.activity then return nil end
+  if st.activity == "thinking" and st.retrying then return st.retrying end
   local text = WORDS[st.activity] or st.activity
   if st.activity == "running" then
     if st.language then text = text .. " " .. st.language end
@@ -54,16 +57,32 @@ local function set(root, activity)
   if st.activity == activity then return end
   st.activity = activity
   if activity ~= "running" then st.resources = nil end
+  st.retrying = nil
   if activity and st.turn then progress(st, "report", message(st)) end
   changed(root, st)
 end
 
---- oi/stream: the status chunks say thinking / waiting / running / idle.
+-- A retry's sentence, shown (while still thinking) until the next chunk of the turn.
+local function retrying(root, text)
+  local st = M.get(root)
+  if st.retrying == text then return end
+  st.activity, st.retrying = "thinking", text
+  if st.turn then progress(st, "report", message(st)) end
+  changed(root, st)
+end
+
+--- oi/stream: the status chunks say thinking / waiting / running / idle, or why the model is
+--- called again (`retrying`).
 ---@param root string
 ---@param p table the notification
 function M.on_stream(root, p)
   if p.type == "confirmation" then M.get(root).language = p.format end
-  if p.type ~= "status" then return end
+  if p.type ~= "status" then
+    if M.get(root).retrying then retrying(root, nil) end
+    return
+  end
+  if p.format == "retrying" then return retrying(root, p.content or "retrying") end
+  if M.get(root).retrying and p.format == M.get(root).activity then retrying(root, nil) end
   set(root, p.format ~= "idle" and p.format or nil)
 end
 
@@ -73,7 +92,7 @@ end
 function M.on_turn(root, p)
   local st = M.get(root)
   if p.status == "running" then
-    st.turn, st.language = p.turnId, nil
+    st.turn, st.language, st.retrying = p.turnId, nil, nil
     st.activity = p.kind == "execute" and "running" or "thinking"
     progress(st, "begin", message(st))
     changed(root, st)
@@ -83,7 +102,7 @@ function M.on_turn(root, p)
     progress(st, "end", p.status)
     st.turn = nil
   end
-  st.activity, st.resources = nil, nil
+  st.activity, st.resources, st.retrying = nil, nil, nil
   changed(root, st)
 end
 
