@@ -8,6 +8,10 @@ local M = {}
 ---@field calls integer
 ---@field cost number? USD, when litellm knows the model's price
 ---@field sessionCost number? USD of the server's session
+---@field reasoningTokens integer? of the completion tokens, those spent reasoning (the provider's count)
+---@field cachedTokens integer? of the prompt tokens, those read from the provider's prompt cache
+---@field cacheWriteTokens integer? of the prompt tokens, those written to its cache
+---@field cacheSaved number? USD the cache saved (negative: it cost more than it saved)
 
 --- 12345 -> "12,345"
 local function n(x)
@@ -17,13 +21,33 @@ end
 
 local function usd(x) return ("$%.4f"):format(x) end
 
---- A turn's tokens and cost, as a restored conversation shows them (oi/history keeps them).
+local function count(x) return type(x) == "number" and x > 0 end
+
+--- "1,200 in (1,000 cached, 150 written)": the prompt tokens, with what the cache did.
+local function prompt_tokens(u)
+  local parts = {}
+  if count(u.cachedTokens) then table.insert(parts, n(u.cachedTokens) .. " cached") end
+  if count(u.cacheWriteTokens) then table.insert(parts, n(u.cacheWriteTokens) .. " written") end
+  local text = n(u.promptTokens) .. " in"
+  return #parts > 0 and ("%s (%s)"):format(text, table.concat(parts, ", ")) or text
+end
+
+--- A turn's tokens and cost, as a restored conversation shows them (oi/history keeps them):
+--- "tokens: 1,200 in (1,000 cached) · 56 out (40 reasoning) · 1 call · $0.0012 (cache saved
+--- $0.0027)"; the cached, written and reasoning tokens and the saving when the provider said.
 ---@param u oi.Usage the turn's usage
 ---@return string
 function M.saved_text(u)
-  local text = ("tokens: %s in · %s out · %d call%s"):format(n(u.promptTokens),
-    n(u.completionTokens), u.calls or 0, (u.calls or 0) == 1 and "" or "s")
+  local out = n(u.completionTokens) .. " out"
+  if count(u.reasoningTokens) then out = ("%s (%s reasoning)"):format(out, n(u.reasoningTokens)) end
+  local text = ("tokens: %s · %s · %d call%s"):format(prompt_tokens(u), out, u.calls or 0,
+    (u.calls or 0) == 1 and "" or "s")
   if type(u.cost) == "number" then text = text .. " · " .. usd(u.cost) end
+  local saved = u.cacheSaved
+  if type(saved) == "number" and saved ~= 0 then
+    text = text .. (saved > 0 and (" (cache saved %s)"):format(usd(saved))
+      or (" (cache cost %s more)"):format(usd(-saved)))
+  end
   return text
 end
 
