@@ -2,9 +2,24 @@
 -- require("oi").setup{...} is optional: the commands work with the defaults below.
 local M = {}
 
+---@class oi.Settings
+---The `oi` settings of docs/protocol.md, sent as initializationOptions; any other key of its
+---settings table passes through as given (the server ignores unknown ones, saying so).
+---@field model string? a litellm model string
+---@field apiBase string?
+---@field apiKey string?
+---@field temperature number?
+---@field maxTokens integer?
+---@field autoRun boolean?
+---@field reasoningEffort "low"|"medium"|"high"? how hard a reasoning model thinks
+---@field modelOptions table<string, any>? further litellm keyword arguments, as given
+---@field promptCaching boolean|"auto"? mark the prompt cacheable (Anthropic, Claude elsewhere)
+---@field modelRetries integer? 0–10: retries of a refused (429, 5xx, 529) model call
+---@field [string] any
+
 ---@class oi.Config
 ---@field cmd string[]|string how to start the server
----@field settings table the `oi` settings of docs/protocol.md (model, apiBase, apiKey, ...)
+---@field settings oi.Settings the `oi` settings of docs/protocol.md (model, apiBase, apiKey, ...)
 ---@field model string? shorthand for settings.model
 ---@field auto_run boolean? shorthand for settings.autoRun
 ---@field layout "vsplit"|"split"|"float"|"tab" where the chat opens
@@ -31,9 +46,13 @@ M.defaults = {
 M.config = vim.deepcopy(M.defaults)
 
 --- The settings sent as initializationOptions.
----@return table
+---@return oi.Settings
 function M.server_settings()
   local s = vim.deepcopy(M.config.settings or {})
+  -- an empty Lua table goes out as [], which the server refuses for an object
+  if type(s.modelOptions) == "table" and next(s.modelOptions) == nil then
+    s.modelOptions = vim.empty_dict()
+  end
   if M.config.model then s.model = M.config.model end
   if M.config.auto_run ~= nil then s.autoRun = M.config.auto_run end
   return s
