@@ -114,9 +114,10 @@ local function pair(st, chat_win, prompt_win)
     local closed = tonumber(a.match)
     if closed ~= chat_win and closed ~= prompt_win then return end
     vim.api.nvim_del_augroup_by_id(group)
-    local other, buf = prompt_win, st.buf
-    if closed == prompt_win then other, buf = chat_win, st.prompt end
+    local other = closed == prompt_win and chat_win or prompt_win
     vim.schedule(function()
+      -- the buffer as it is now: a wiped chat's (the closed window's) is built again by :OIChat
+      local buf = closed == prompt_win and st.prompt or st.buf
       local shown = buf and vim.api.nvim_buf_is_valid(buf) and #vim.fn.win_findbuf(buf) > 0
       if not shown and vim.api.nvim_win_is_valid(other) and #vim.api.nvim_list_wins() > 1 then
         pcall(vim.api.nvim_win_close, other, false)
