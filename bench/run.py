@@ -30,6 +30,7 @@ from oi_lsp.executors.jupyter.compat import IPYKERNEL_OPTIONS
 from tests import modelserver as ms
 from tests.gateway_process import Gateway
 from tests.modelserver import ModelServer
+from tests.providers.base import Wire
 
 from .driver import NO_COALESCING, PeakRSS, Server, rss, stop_daemon, tree_rss, wait_idle_cpu
 from .open_interpreter import OpenInterpreter, ensure_venv
@@ -96,16 +97,9 @@ class TimedModelServer(ModelServer):
         self.sent: list[tuple[float, dict[str, Any]]] = []
         super().__init__()
 
-    def _handler(self) -> Any:
-        base = super()._handler()
-        server = self
-
-        class Timed(base):  # type: ignore[misc, valid-type]
-            def _send(self, delta: dict[str, Any], finish: str | None = None) -> None:
-                super()._send(delta, finish)
-                server.sent.append((time.perf_counter(), delta))
-
-        return Timed
+    def _send(self, wire: Wire, delta: dict[str, Any], finish: str | None = None) -> None:
+        super()._send(wire, delta, finish)
+        self.sent.append((time.perf_counter(), delta))
 
 
 def fmt_ratio(value: float | None) -> str:

@@ -112,8 +112,8 @@ class ModelServer(ScriptedServer):
     DeepSeek, or `reasoning` as OpenRouter)."""
 
     def __init__(self, *, report_usage: bool = False,
-                 reasoning_field: str = "reasoning_content") -> None:
-        super().__init__()
+                 reasoning_field: str = "reasoning_content", host: str = "127.0.0.1") -> None:
+        super().__init__(host)
         self.report_usage = report_usage
         self.reasoning_field = reasoning_field
         self.default = text("(the script has no more replies)")

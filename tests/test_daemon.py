@@ -7,6 +7,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -200,12 +201,37 @@ async def test_each_relay_uses_its_own_key(relay: Relay, model: ModelServer,
                     "Bearer sk-first-editor"]
 
 
-async def test_each_relay_uses_its_own_provider_key(relay: Relay, model: ModelServer,
+def own_address() -> str | None:
+    """This machine's address on its network (not loopback), or None without one: the route
+    the kernel would take to a documentation address, so no packet leaves."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
+@pytest.fixture
+def remote_model() -> Iterator[ModelServer]:
+    """The scripted model at an address that is not loopback: the environment's provider keys
+    are sent only to such a server (a server on 127.0.0.1 gets one only from apiKey)."""
+    address = own_address()
+    if address is None:
+        pytest.skip("this machine has no network address besides loopback")
+    server = ModelServer(host=address).start()
+    yield server
+    server.stop()
+
+
+async def test_each_relay_uses_its_own_provider_key(relay: Relay, remote_model: ModelServer,
                                                     workspace: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The provider's own variable (OPENAI_API_KEY), which litellm would read from the daemon's
     environment (the first editor's): each editor's own is used, and an editor without one
     never borrows another's."""
+    model = remote_model
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     settings = {"model": "openai/scripted", "apiBase": model.url}
     first = await relay(workspace, options=settings, env={"OPENAI_API_KEY": "sk-first-openai"})

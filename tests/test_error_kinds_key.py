@@ -59,3 +59,14 @@ async def test_a_server_on_this_machine_never_gets_the_environments_key(
     assert result["status"] == "done", result
     sent = model.headers[-1].get("Authorization", model.headers[-1].get("authorization"))
     assert "sk-the-users-real-key" not in str(sent)
+
+
+@pytest.mark.parametrize(("base", "keyless"), [
+    ("http://127.0.0.1:8000/v1", True), ("http://127.8.9.1/v1", True),
+    ("http://localhost:1234/v1", True), ("http://models.localhost/v1", True),
+    ("http://[::1]:8000/v1", True), ("http://[::ffff:127.0.0.1]:8000/v1", True),
+    ("http://0.0.0.0:8000/v1", True), ("http://192.0.2.7:8000/v1", False),
+    ("https://api.openai.com/v1", False), ("http://[bad", False), (None, False)])
+def test_which_servers_never_get_the_environments_key(base: str | None, keyless: bool) -> None:
+    from oi_lsp.core import model_presets
+    assert model_presets.keyless("openai/some-model", base) is keyless

@@ -458,7 +458,10 @@ async def test_gemini_in_stream_error(gemini: GeminiServer) -> None:
 
 # Ollama.
 
-async def test_ollama_thinking_field_when_think_is_on(ollama: OllamaServer) -> None:
+async def test_ollama_thinking_field_when_think_is_on(ollama: OllamaServer,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # oi-lsp turns litellm's token counter off (its tokenizer costs ~110 MiB): pin both.
+    monkeypatch.setattr(litellm, "disable_token_counter", False)
     ollama.script(ms.text("It is 4.", reasoning="2 + 2 is 4."))
     got = await stream(ollama, reasoning_effort="low")
     assert ollama.requests[0]["think"] is True
@@ -468,6 +471,12 @@ async def test_ollama_thinking_field_when_think_is_on(ollama: OllamaServer) -> N
     assert got.usage.prompt_tokens > 0 and got.usage.completion_tokens == 2 + 3
     assert got.usage.prompt_tokens_details is None
     assert 0 < got.usage.completion_tokens_details.reasoning_tokens <= 5
+    # With the counter off, as oi-lsp runs litellm, Ollama's usage names no reasoning tokens.
+    monkeypatch.setattr(litellm, "disable_token_counter", True)
+    ollama.script(ms.text("It is 4.", reasoning="2 + 2 is 4."))
+    off = await stream(ollama, reasoning_effort="low")
+    assert off.usage.completion_tokens == 5
+    assert not getattr(off.usage.completion_tokens_details, "reasoning_tokens", 0)
 
 
 async def test_ollama_think_tags_become_reasoning_with_oi_lsps_litellm_fix(

@@ -62,12 +62,21 @@ def keyless(model: str | None, api_base: str | None = None) -> bool:
     preset, or any server on this machine's loopback (127.0.0.0/8, localhost, ::1)."""
     if is_local(model, api_base):
         return True
+    import ipaddress
     from urllib.parse import urlsplit
     try:
         host = urlsplit(api_base or "").hostname or ""
     except ValueError:
         return False
-    return host == "localhost" or host == "::1" or host.startswith("127.")
+    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:127.0.0.1
+    return address.is_loopback or address.is_unspecified  # 0.0.0.0 reaches this machine too
 
 
 def apply_preset(values: dict[str, Any]) -> dict[str, Any]:

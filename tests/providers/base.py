@@ -125,7 +125,8 @@ class ScriptedServer:
     """A model server answering from a script: each model request takes the next reply (or
     `default` once the script is out), and its parsed body and headers are recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -135,13 +136,13 @@ class ScriptedServer:
         self.disconnects = 0  # streams the client closed before their end
         self._lock = threading.Lock()
         handler = type(f"{type(self).__name__}Wire", (Wire,), {"scripted": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer((host, 0), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
     def root(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"http://{self.host}:{self._httpd.server_address[1]}"
 
     @property
     def url(self) -> str:

@@ -515,7 +515,9 @@ def test_reasoning_folds_above_the_answer_and_history_redraws_it(
     assert live["before"] == "oi-assistant oi-md"  # above its answer
     assert (live["open"], live["summary"], live["bold"]) == (False, "Thought", 1)
     assert "<think>" not in str(describe(wb))
-    usage = wb("chatEval", expression="document.querySelector('.oi-usage')?.textContent")
+    # This turn's line: the view keeps the earlier tests' turns above it.
+    usage = wb("chatEval", expression="[...document.querySelectorAll('.oi-usage')]"
+                                      ".pop()?.textContent")
     assert "1,200 in, 1,000 cached; 56 out, 40 reasoning" in usage
     shown = describe(wb)
     themed_shots(wb, "reasoning-folded")
