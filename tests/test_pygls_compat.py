@@ -160,3 +160,20 @@ def test_messages_of_untyped_methods_reach_their_handlers_as_in_pygls() -> None:
     # After shutdown, pygls refuses what is not exit: so does the fast path.
     feed({"jsonrpc": "2.0", "method": "oi/told", "params": {"late": 1}})
     assert len(seen) == 2
+
+
+def test_the_answer_to_a_given_up_request_is_dropped_without_an_error(
+        caplog: Any) -> None:
+    """A request whose awaiting task was cancelled (`oi-lsp chat` cancels its pending stop at
+    the end of a turn) gets its answer later: pygls alone raised InvalidStateError."""
+    protocol = Probe(LanguageServer("probe", "1"), None)
+    given_up = protocol.send_request("oi/stop", {})
+    kept = protocol.send_request("oi/history", {})
+    given_up.cancel()
+    ids = [m.id for m in protocol.sent]
+    with caplog.at_level(logging.DEBUG):
+        protocol._handle_response(ids[0], {"stopped": True})
+        protocol._handle_response(ids[1], {"messages": []})
+    assert kept.result() == {"messages": []}
+    assert not protocol._request_futures
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -54,6 +54,17 @@ class Dispatch(LanguageServerProtocol):
             context.run(self._handle_response, message.id, message.result)
 
 
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        # pygls sets a late answer on its future even when the request was given up (the
+        # awaiting task cancelled, which cancels the future): InvalidStateError, logged with
+        # its traceback. A given-up request's answer is dropped.
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():
+            del self._request_futures[msg_id]
+            return
+        super()._handle_response(msg_id, result, error)
+
+
 _GENERIC = frozenset({JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage})
 
 
