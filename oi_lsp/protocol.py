@@ -195,6 +195,9 @@ class Message(Wire):
     # The last entry of a chat turn that called the model: that turn's tokens and cost, so a
     # redrawn conversation shows them as the live one did (session_cost is not kept).
     usage: Usage | None = None
+    # The last entry of a chat turn the user stopped: clients say so after it, as they did
+    # live (a proposal's own `stopped` outcome already says it there).
+    stopped: bool | None = None
     # Reasoning entries: the provider's own thinking blocks (Anthropic's, with their
     # signatures), sent back unchanged with the next request; clients ignore them.
     thinking_blocks: list[dict[str, Any]] | None = None

@@ -319,3 +319,30 @@ def test_approve_from_any_buffer_with_the_proposal_in_a_float(nvim: Nvim, model:
     assert run.result["file"] == str(workspace / "notes.py")  # the cursor never left the file
     assert "from the float" in run.lines and "_→ skipped_" in run.lines
     assert "declined" in tool_results(model.requests[3])[-1]
+
+
+def test_a_turn_stopped_mid_answer_redraws_stopped(nvim: Nvim, model: ModelServer,
+                                                   workspace: Path) -> None:
+    """:OIStop while the answer streams: "_(stopped)_" after what streamed, then the turn's
+    tokens; :OIHistory (oi/history) draws the same lines."""
+    model.script(ms.text("word " * 40, pieces=40, delay=0.1))
+    run = nvim.run("""
+        vim.cmd("OIChat talk slowly")
+        T.wait_text("word word")
+        vim.cmd("OIStop")
+        T.wait_text("_(stopped)_")
+        T.wait_idle()
+        local live = T.lines()
+        vim.cmd("OIHistory")
+        vim.wait(3000, function() return false end, 50)
+        return { live = live }
+    """, workspace)
+    live, redrawn = run.result["live"], run.lines
+    # The same lines; the live tokens line adds the session's total.
+    assert len(live) == len(redrawn)
+    for shown, again in zip(live, redrawn, strict=True):
+        assert again == re.sub(r"; session [^)]*\)_$", ")_", shown)
+    stopped = redrawn.index("_(stopped)_")
+    assert redrawn[stopped - 2].startswith("word word")
+    assert redrawn[stopped + 2].startswith("_(tokens: ")
+    assert run.errors() == []

@@ -302,3 +302,24 @@ async def test_a_turns_usage_is_kept_on_its_last_entry(start_server: StartServer
     assert with_usage == [("assistant", "message", "It is 42.")]
     kept = next(m["usage"] for m in history if "usage" in m)
     assert kept == {k: v for k, v in live.items() if k != "sessionCost"} and kept["calls"] == 2
+
+
+async def test_a_stopped_turn_says_so_on_its_last_entry(start_server: StartServer,
+                                                         model: ModelServer,
+                                                         workspace: Path) -> None:
+    """Stopped while its answer streamed: the redrawn conversation says "stopped" after what
+    streamed, as the live turn's end did; a turn that ended by itself says nothing."""
+    client = await start_server(workspace, options=model.settings())
+    model.script(ms.text("done by itself"),
+                 ms.text("word " * 40, pieces=40, delay=0.1))
+    assert (await client.chat("first"))["status"] == "done"
+    talking = asyncio.create_task(client.chat("talk slowly"))
+    await client.wait_for("oi/stream", lambda p: "word" in (p.get("content") or ""))
+    await client.request("oi/stop", {})
+    assert (await talking)["status"] == "stopped"
+    await client.close()
+    second = await start_server(workspace)
+    history = (await second.request("oi/history", {}))["messages"]
+    stopped = [(m["type"], m["content"].split()[0]) for m in history if m.get("stopped")]
+    assert stopped == [("message", "word")]
+    assert "usage" in next(m for m in history if m.get("stopped"))

@@ -110,11 +110,13 @@ class Conversation:
                                 content=chunk.content, turn_id=turn_id,
                                 tool_call_id=tool_call_id))
 
-    def note_usage(self, turn_id: str, usage: Usage) -> None:
-        """Keep a turn's usage on its last entry (clients draw it after the turn)."""
+    def note_end(self, turn_id: str, usage: Usage | None, stopped: bool) -> None:
+        """Keep on a turn's last entry its usage and whether it was stopped (clients draw
+        them after the turn, as they did live)."""
         last = next((m for m in reversed(self.messages) if m.turn_id == turn_id), None)
-        if last is not None:
-            last.usage = usage
+        if last is not None and (usage is not None or stopped):
+            last.usage = usage or last.usage
+            last.stopped = stopped or None
             self._save_soon()
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:

@@ -217,9 +217,10 @@ class Workspace:
             self.conversation.record(Message(role="computer", type="error",
                                              content=outcome.error, turn_id=turn_id,
                                              error_kind=outcome.kind))
-        if turn is not None and turn.usage.calls:
-            self.conversation.note_usage(turn_id, self._usage(turn.usage).model_copy(
-                update={"session_cost": None}))
+        if turn is not None:
+            usage = self._usage(turn.usage).model_copy(update={"session_cost": None}) \
+                if turn.usage.calls else None
+            self.conversation.note_end(turn_id, usage, outcome.status == "stopped")
         await self.conversation.flush()  # a turn reported finished is on disk
         if self.transcript.enabled:
             await self.transcript.flush()  # so is what a plain client is pointed to

@@ -127,7 +127,12 @@ function M.render(messages, limit)
         w.gap(); w.put(M.fence(m.format, m.content))
       end
     end
-    if type(m.usage) == "table" and (m.usage.calls or 0) > 0 then -- the turn's last entry
+    -- The turn's last entry: "stopped" (unless its stopped proposal said so), then its usage,
+    -- as the turn's end showed them live.
+    if m.stopped == true and w.lines[#w.lines] ~= M.FATES.stopped then
+      w.gap(); w.put(M.FATES.stopped)
+    end
+    if type(m.usage) == "table" and (m.usage.calls or 0) > 0 then
       w.gap(); w.put("_(" .. require("oi.usage").saved_text(m.usage) .. ")_")
     end
   end

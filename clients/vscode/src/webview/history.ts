@@ -6,7 +6,7 @@ import type { Usage } from './usage';
 export type Message = {
     role: string; type: string; format?: string; content: string; turnId?: string;
     outcome?: string; editedCode?: string; risk?: { level: 'low' | 'medium' | 'high'; reasons: string[] };
-    context?: Context; errorKind?: string; usage?: Usage;
+    context?: Context; errorKind?: string; usage?: Usage; stopped?: boolean;
 };
 
 /** What the editor added to a message: the file, the lines, the language, the selection. */
