@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -18,8 +19,10 @@ import pytest
 from tests import modelserver as ms
 from tests.conftest import tool_results
 from tests.modelserver import ModelServer
+from tests.neovim import Terminal
 
 ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts" / "chat"
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]"
                   r"|\x1b[=>78]|\r")
 ASK = "Run? [y]es / [n]o / [e]dit / [c] always"
@@ -366,3 +369,36 @@ def test_one_shot_prints_the_reasoning_summary_and_the_answer(model: ModelServer
     assert "▸ thought, 5 words: 2 + 2 is 4." in done.stdout
     assert done.stdout.index("▸ thought") < done.stdout.index("It is 4.")
     assert "<think>" not in done.stdout and "thinking…" not in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (a real terminal)")
+def test_ctrl_c_while_an_answer_streams_prints_it_once(model: ModelServer, data_dir: Path,
+                                                       workspace: Path) -> None:
+    """In a real terminal (tmux): the tty's `^C` echo pushed the answer being redrawn in place
+    a line down, and its first line showed twice above `stopping…`."""
+    sentence = "This is a long streamed answer that goes on and on, word after word. "
+    model.script(ms.text(sentence * 8, pieces=80, delay=0.1))
+    env = chat_env(data_dir, model)
+    name = f"oi-chat-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30",
+                    "-c", str(workspace),
+                    *[a for k, v in env.items() if k.startswith("OI_") or k in ("PYTHONPATH",)
+                      for a in ("-e", f"{k}={v}")],
+                    f"{sys.executable} -m oi_lsp chat; sleep 60"], check=True, env=env)
+    screen = Terminal(name)
+    try:
+        screen.wait("Ctrl-C or Ctrl-D at the prompt exits.")
+        screen.keys("=tell me a story", "Enter")
+        screen.wait("word after word. This is")  # the answer streams, redrawn in place
+        screen.keys("C-c")
+        shown = screen.wait("[stopped]")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "ctrl-c-while-streaming.txt").write_text(shown, encoding="utf-8")
+    lines = shown.splitlines()
+    answer = lines[lines.index("> tell me a story") + 1:lines.index(
+        "stopping… (Ctrl-C again quits)")]
+    assert answer and answer[0].startswith("This is a long streamed answer")
+    assert len(answer) == len(set(answer)), shown  # no line twice
+    assert "^C" not in shown

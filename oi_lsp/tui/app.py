@@ -22,7 +22,7 @@ from . import attach
 from .approval import Approval
 from .questions import ask
 from .state import ChatState
-from .terminal import restore_mode, save_mode
+from .terminal import quiet_control_keys, restore_mode, save_mode
 
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"  # when only OPENAI_API_KEY is set
 
@@ -80,6 +80,7 @@ class Chat:
         self.main_task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         saved_tty = save_mode()
+        quiet_control_keys(saved_tty)
         loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         try:
             if self.interactive:  # the server may ask (trust the folder's settings?) at once

@@ -31,3 +31,19 @@ def restore_mode(mode: list[Any] | None) -> None:
         termios.tcsetattr(0, termios.TCSADRAIN, mode)
     except termios.error:
         pass
+
+
+def quiet_control_keys(mode: list[Any] | None) -> None:
+    """Stop the terminal echoing Ctrl-C as `^C` where the cursor is: in the middle of an
+    answer being redrawn in place, those two characters push the redraw a line down and the
+    streamed line shows twice. The chat says itself what a Ctrl-C did."""
+    if mode is None:
+        return
+    import termios
+
+    quiet = list(mode)
+    quiet[3] &= ~termios.ECHOCTL
+    try:
+        termios.tcsetattr(0, termios.TCSADRAIN, quiet)
+    except termios.error:
+        pass
