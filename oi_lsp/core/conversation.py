@@ -110,13 +110,21 @@ class Conversation:
                                 content=chunk.content, turn_id=turn_id,
                                 tool_call_id=tool_call_id))
 
-    def note_end(self, turn_id: str, usage: Usage | None, stopped: bool) -> None:
-        """Keep on a turn's last entry its usage and whether it was stopped (clients draw
-        them after the turn, as they did live)."""
+    def note_end(self, turn_id: str, usage: Usage | None) -> None:
+        """Keep a turn's usage on its last entry (clients draw it after the turn)."""
         last = next((m for m in reversed(self.messages) if m.turn_id == turn_id), None)
-        if last is not None and (usage is not None or stopped):
-            last.usage = usage or last.usage
-            last.stopped = stopped or None
+        if last is not None and usage is not None:
+            last.usage = usage
+            self._save_soon()
+
+    def note_stopped(self, turn_id: str) -> None:
+        """Mark the last entry of a turn the user stopped (clients say so after it, as they
+        did live), unless a proposal or run of the turn is stopped (or still waits, to be
+        settled so): its outcome says it already."""
+        mine = [m for m in self.messages if m.turn_id == turn_id]
+        if mine and not any(_is_code(m) and m.outcome in (None, "stopped", "expired")
+                            for m in mine):
+            mine[-1].stopped = True
             self._save_soon()
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:

@@ -289,8 +289,9 @@ class Store:
         """Each message as JSON text. The whole conversation is saved after every change,
         and encoding all of it each time cost a long session more at every run (a thread
         holding the GIL while the next run went on). A message once recorded changes only its
-        outcome and edited code, so its text from the last save is reused while those are the
-        same (and it is the same object); displays go through _external every time."""
+        outcome, edited code, usage and stopped mark, so its text from the last save is reused
+        while those are the same (and it is the same object); displays go through _external
+        every time."""
         last_id, last = self._encoded_last.get(workspace, ("", {}))
         known = last if last_id == conversation_id else {}
         kept: dict[int, tuple[Message, Any, str]] = {}
@@ -299,7 +300,7 @@ class Store:
             if is_display(message):
                 out.append(json.dumps(self._external(message, files), ensure_ascii=False))
                 continue
-            state = (message.outcome, message.edited_code, message.usage)
+            state = (message.outcome, message.edited_code, message.usage, message.stopped)
             hit = known.get(id(message))
             if hit is not None and hit[0] is message and hit[1] == state:
                 text = hit[2]

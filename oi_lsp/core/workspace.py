@@ -86,6 +86,7 @@ class Workspace:
         self._turn: anyio.CancelScope | None = None  # the running turn's: a stop cancels it
         self._ending: asyncio.Task[ChatResult] | None = None  # the turn, then its reporting
         self._turn_id = ""
+        self._stop_fate: CodeOutcome | None = None  # how the running turn is being stopped
         self._runs: dict[asyncio.Future[Any], anyio.CancelScope] = {}  # direct runs' ends, scopes
         self.spent = Spend()  # model usage since the workspace opened (for maxBudget)
         self.opened = False  # in use: its kernel started, its settings files asked about
@@ -158,6 +159,7 @@ class Workspace:
             return await asyncio.shield(ending)
         except asyncio.CancelledError:  # the request itself was cancelled: stop the turn
             if self._turn is not None and self._turn_id == turn_id:
+                self._stop_fate = "stopped"
                 self._turn.cancel()  # its scope: everything the turn started ends
             await asyncio.wait([ending])
             self.conversation.settle(turn_id, "stopped")
@@ -220,7 +222,10 @@ class Workspace:
         if turn is not None:
             usage = self._usage(turn.usage).model_copy(update={"session_cost": None}) \
                 if turn.usage.calls else None
-            self.conversation.note_end(turn_id, usage, outcome.status == "stopped")
+            self.conversation.note_end(turn_id, usage)
+            if outcome.status == "stopped" and self._stop_fate == "stopped":
+                self.conversation.note_stopped(turn_id)
+        self._stop_fate = None
         await self.conversation.flush()  # a turn reported finished is on disk
         if self.transcript.enabled:
             await self.transcript.flush()  # so is what a plain client is pointed to
@@ -317,6 +322,8 @@ class Workspace:
 
     async def stop(self, fate: CodeOutcome = "stopped") -> bool:
         """Stop the turn and the runs; a proposal left waiting gets `fate`."""
+        if self._turn is not None:
+            self._stop_fate = fate  # the turn's end, recorded before it is reported, says so
         scopes = [s for s in (self._turn, *self._runs.values()) if s is not None]
         for scope in scopes:
             scope.cancel()
