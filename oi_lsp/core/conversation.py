@@ -110,10 +110,10 @@ class Conversation:
                                 content=chunk.content, turn_id=turn_id,
                                 tool_call_id=tool_call_id))
 
-    def note_end(self, turn_id: str, usage: Usage | None) -> None:
+    def note_usage(self, turn_id: str, usage: Usage) -> None:
         """Keep a turn's usage on its last entry (clients draw it after the turn)."""
         last = next((m for m in reversed(self.messages) if m.turn_id == turn_id), None)
-        if last is not None and usage is not None:
+        if last is not None:
             last.usage = usage
             self._save_soon()
 

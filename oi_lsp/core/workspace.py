@@ -219,12 +219,11 @@ class Workspace:
             self.conversation.record(Message(role="computer", type="error",
                                              content=outcome.error, turn_id=turn_id,
                                              error_kind=outcome.kind))
-        if turn is not None:
-            usage = self._usage(turn.usage).model_copy(update={"session_cost": None}) \
-                if turn.usage.calls else None
-            self.conversation.note_end(turn_id, usage)
-            if outcome.status == "stopped" and self._stop_fate == "stopped":
-                self.conversation.note_stopped(turn_id)
+        if turn is not None and turn.usage.calls:
+            self.conversation.note_usage(turn_id, self._usage(turn.usage).model_copy(
+                update={"session_cost": None}))
+        if turn is not None and outcome.status == "stopped" and self._stop_fate == "stopped":
+            self.conversation.note_stopped(turn_id)
         self._stop_fate = None
         await self.conversation.flush()  # a turn reported finished is on disk
         if self.transcript.enabled:

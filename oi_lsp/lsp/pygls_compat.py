@@ -53,7 +53,6 @@ class Dispatch(LanguageServerProtocol):
         else:
             context.run(self._handle_response, message.id, message.result)
 
-
     def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         # pygls sets a late answer on its future even when the request was given up (the
         # awaiting task cancelled, which cancels the future): InvalidStateError, logged with

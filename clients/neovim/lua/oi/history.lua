@@ -127,9 +127,8 @@ function M.render(messages, limit)
         w.gap(); w.put(M.fence(m.format, m.content))
       end
     end
-    -- The turn's last entry: "stopped" (unless its stopped proposal said so), then its usage,
-    -- as the turn's end showed them live.
-    if m.stopped == true and w.lines[#w.lines] ~= M.FATES.stopped then
+    -- The turn's last entry: "stopped", then its usage, as the turn's end showed them live.
+    if m.stopped == true then
       w.gap(); w.put(M.FATES.stopped)
     end
     if type(m.usage) == "table" and (m.usage.calls or 0) > 0 then

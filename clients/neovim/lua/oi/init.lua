@@ -73,7 +73,6 @@ M.keymaps = {
 function M.setup(opts)
   if opts ~= nil and type(opts) ~= "table" then error("oi.setup: expected a table of options") end
   M.config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
-  vim.g.loaded_oi = true
   require("oi.user_commands") -- :OIChat and the rest, however the plugin was installed
   local layouts = { vsplit = true, split = true, float = true, tab = true }
   if not layouts[M.config.layout] then

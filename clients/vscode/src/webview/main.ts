@@ -432,18 +432,10 @@ function turn(t: { turnId: string; kind?: string; status: string; error?: string
     }
     status.set('idle');
     expire(t.turnId, t.status);
-    if (t.status === 'stopped') saidStopped();
+    if (t.status === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
     if (t.status === 'error') showError(t.error ?? 'the turn failed', t.errorKind);
     if (t.usage) showUsage(log, t.usage);
     scrollDown();
-}
-
-/** "Stopped." after a stopped turn, once: a stopped proposal of it may have said so. */
-function saidStopped(): void {
-    const last = log.lastElementChild;
-    if (!(last?.classList.contains('oi-notice') && last.textContent === 'Stopped.')) {
-        log.append(el('div', 'oi-notice', 'Stopped.'));
-    }
 }
 
 function showError(message: string, kind?: string): void {
@@ -494,7 +486,7 @@ function pastCode(m: Message): void {
     if (m.outcome) box.dataset.outcome = m.outcome;
     if (m.outcome === 'skipped') box.classList.add('oi-skipped');
     answered(box, outcomeNote(m.outcome));
-    if (m.outcome === 'stopped') saidStopped();
+    if (m.outcome === 'stopped') log.append(el('div', 'oi-notice', 'Stopped.'));
     if (m.outcome === 'expired') log.append(el('div', 'oi-notice oi-expired', EXPIRED_NOTICE));
 }
 
@@ -541,7 +533,7 @@ function redraw(m: Message): void {
     } else if (what === 'computer/image') addImage(m.format, m.content);
     else if (what === 'computer/code' && m.format === 'html') addHtml(m.content);
     else if (what === 'computer/error') showError(m.content, m.errorKind);
-    if (m.stopped) saidStopped(); // the turn's last entry, as the turn's end showed it live
+    if (m.stopped) log.append(el('div', 'oi-notice', 'Stopped.')); // as the turn's end showed it live
     if (m.usage) showUsage(log, m.usage); // the turn's last entry: its tokens, as oi/turn showed them
 }
 
