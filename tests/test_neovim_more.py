@@ -382,7 +382,7 @@ def test_model_picker(nvim: Nvim, model: ModelServer, workspace: Path,
 
 def test_doc_lists_every_command_option_and_highlight() -> None:
     doc = (PLUGIN / "doc" / "oi.txt").read_text()
-    plugin = (PLUGIN / "plugin" / "oi.lua").read_text()
+    plugin = (PLUGIN / "lua" / "oi" / "user_commands.lua").read_text()
     commands = re.findall(r'^c\("(\w+)"', plugin, re.M)
     assert len(commands) >= 11 and "OIConversations" in commands and "OIKey" in commands
     for name in commands:
