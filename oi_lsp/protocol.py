@@ -239,9 +239,15 @@ class Attachment(Wire):
 
 
 class ChatParams(WorkspaceParams):
-    message: str = Field(min_length=1)
+    message: str = ""  # may be empty when images are attached: they are the message
     context: EditorContext | None = None
     attachments: list[Attachment] = Field(default_factory=list, max_length=10)
+
+    @model_validator(mode="after")
+    def _something_said(self) -> ChatParams:
+        if not self.message and not self.attachments:
+            raise ValueError("message: empty, and no attachments")
+        return self
 
 
 class InputParams(Wire):

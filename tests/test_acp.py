@@ -156,6 +156,40 @@ async def test_python_client_prompt_allow_reject_load(model: ModelServer, data_d
         assert "It printed hello." in replayed.text()
 
 
+async def test_two_runs_back_to_back_each_end_as_they_went_and_name_their_files(
+        model: ModelServer, data_dir: Path, workspace: Path) -> None:
+    (workspace / "data.csv").write_text("a,b\n1,2\n")
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        # No text between the two proposals: the second opens while the first just ended.
+        model.script(ms.tool("python", "open('notes.txt', 'w').write('x')\nprint('first')"),
+                     ms.tool("python", "print(open('data.csv').read())"), ms.text("Done."))
+        recorder.choices = ["allow_once", "allow_once"]
+        done = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert done.stop_reason == "end_turn"
+        assert "first" in recorder.output() and "1,2" in recorder.output()
+        starts = [u for u in recorder.updates if u.session_update == "tool_call"]
+        finals = [u for u in recorder.updates if u.session_update == "tool_call_update"
+                  and u.status in ("completed", "failed")]
+        assert [(u.tool_call_id, u.status) for u in finals] == [
+            (starts[0].tool_call_id, "completed"), (starts[1].tool_call_id, "completed")]
+        # Locations: the files each code names in the workspace; one the run made, at its end.
+        assert not starts[0].locations
+        assert [x.path for x in finals[0].locations] == [str(workspace / "notes.txt")]
+        assert [x.path for x in starts[1].locations] == [str(workspace / "data.csv")]
+        assert recorder.asked[1][0].locations == starts[1].locations
+
+    replayed = Recorder()
+    async with agent(model, data_dir, replayed) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id,
+                                mcp_servers=[])
+        calls = [u for u in replayed.updates if u.session_update == "tool_call"]
+        assert [[x.path for x in c.locations] for c in calls] == [
+            [str(workspace / "notes.txt")], [str(workspace / "data.csv")]]
+        assert [c.status for c in calls] == ["completed", "completed"]
+
+
 NODE_CLIENT = ROOT / "tests" / "acp" / "client.mjs"
 NODE_SDK = ROOT / "tests" / "acp" / "node_modules" / "@agentclientprotocol" / "sdk"
 

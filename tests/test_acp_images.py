@@ -43,3 +43,24 @@ async def test_prompt_images_reach_the_model(model: ModelServer, data_dir: Path,
                                       image_block(base64.b64encode(b"text").decode(),
                                                   "image/png")])
         assert raised.value.code == -32602 and "not a image/png image" in str(raised.value.data)
+
+
+async def test_an_image_alone_is_a_prompt(model: ModelServer, data_dir: Path,
+                                          workspace: Path) -> None:
+    (workspace / ".oi").mkdir()
+    (workspace / ".oi" / "profile.yaml").write_text("vision: true\n")
+    trust_folder(workspace, data_dir)
+    async with agent(model, data_dir, Recorder()) as conn:
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        model.script(ms.text("A green image."))
+        done = await conn.prompt(session_id=session.session_id,
+                                 prompt=[image_block(png(), "image/png")])
+        assert done.stop_reason == "end_turn"
+        last = model.requests[0]["messages"][-1]
+        assert last["role"] == "user"
+        assert [p["type"] for p in last["content"]] == ["image_url"]  # no empty text part
+        with pytest.raises(RequestError) as raised:  # nothing at all is still refused
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("  ")])
+        assert raised.value.code == -32602
+        assert "no attachments" in str(raised.value.data)
+        assert len(model.requests) == 1

@@ -44,7 +44,7 @@ from ..core.store import ConversationInUse, Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces
 from ..pipes import private_stdio, streams
-from ..protocol import Attachment, ChatParams
+from ..protocol import Attachment, ChatParams, Message
 from ..uris import from_fs_path
 from . import replay
 from .link import AcpLink
@@ -75,7 +75,7 @@ class Session:
 class OIAgent:
     def __init__(self) -> None:
         self.env = env_layer()  # settings come from the environment (OI_MODEL, ...)
-        self.link = AcpLink(self._max_output, self._last_outcome, self._always, self._remember)
+        self.link = AcpLink(self._max_output, self._proposed, self._always, self._remember)
         self.workspaces = Workspaces(self._new_workspace)
         self.approvals = Approvals()
         self.store = Store()
@@ -89,11 +89,13 @@ class OIAgent:
     def _max_output(self, uri: str) -> int:
         return self.workspaces.get(uri).settings().max_output
 
-    def _last_outcome(self, uri: str) -> Any:
-        """The outcome of the workspace's last proposal (how its tool call ended)."""
+    def _proposed(self, uri: str) -> Message | None:
+        """The workspace's latest proposal as the conversation keeps it: when a tool call
+        opens, that of its code (recorded before it is asked or run), whose outcome the core
+        sets when the run ends."""
         for message in reversed(self.workspaces.get(uri).conversation.messages):
             if message.role == "assistant" and message.type == "code":
-                return message.outcome
+                return message
         return None
 
     def on_connect(self, conn: Client) -> None:
@@ -163,7 +165,7 @@ class OIAgent:
         except (UnknownConversation, ConversationInUse, Busy) as exc:
             raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         session = self._open(workspace, cwd, session_id)
-        for update in replay.updates(list(workspace.conversation.messages)):
+        for update in replay.updates(list(workspace.conversation.messages), workspace.folder):
             self.link.update(session_id, update)
         await self.link.drain(workspace.uri)  # the history arrives before the response
         return LoadSessionResponse(modes=self._modes(session))
@@ -217,12 +219,11 @@ class OIAgent:
         session = self._session(session_id)
         workspace = self.workspaces.get(session.workspace, start=True)
         text = _message(prompt)
-        if not text.strip():
-            raise RequestError.invalid_params({"prompt": "no text"})
-        try:  # image blocks: attachments, as oi/chat takes them
-            params = ChatParams(message=text, workspace=workspace.uri, attachments=[
-                Attachment(data=b.data, mime_type=b.mime_type) for b in prompt
-                if getattr(b, "type", None) == "image"])
+        try:  # image blocks: attachments, as oi/chat takes them (an image alone will do)
+            params = ChatParams(message=text if text.strip() else "", workspace=workspace.uri,
+                                attachments=[Attachment(data=b.data, mime_type=b.mime_type)
+                                             for b in prompt
+                                             if getattr(b, "type", None) == "image"])
         except ValidationError as exc:
             raise RequestError.invalid_params({"prompt": str(exc.errors()[0]["msg"])}) from exc
         try:

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from acp import Client, update_agent_message_text, update_agent_thought_text
@@ -17,14 +18,17 @@ from acp.schema import (
     ElicitationSchema,
     ElicitationStringPropertySchema,
     PermissionOption,
+    ToolCallLocation,
 )
 
 from .. import protocol
 from ..core import rules
 from ..core.approval import Answer
 from ..core.link import NoInput
-from ..protocol import InputParams, Proposal
-from .calls import Call, status_of
+from ..protocol import InputParams, Message, Proposal
+from ..uris import to_fs_path
+from .calls import Call
+from .locations import named_files
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ EDIT = PermissionOption(option_id="edit", name="Edit, then run", kind="allow_onc
 
 class AcpLink:
     def __init__(self, max_output: Callable[[str], int],
-                 outcome: Callable[[str], Any],
+                 proposed: Callable[[str], Message | None],
                  always: Callable[[str], Awaitable[None]],
                  remember: Callable[[str, str, str], Awaitable[str | None]]) -> None:
         self.conn: Client | None = None
@@ -49,7 +53,9 @@ class AcpLink:
         self.active: str | None = None  # the session that prompted last: where notes go
         self.can_edit = False  # the client said it fills in elicitation forms
         self._max_output = max_output  # workspace URI → its maxOutput
-        self._outcome = outcome  # workspace URI → the outcome of its last proposal
+        # workspace URI → its latest proposed code message: a tool call keeps its own, so its
+        # status comes from its outcome even when the next proposal follows at once
+        self._proposed = proposed
         self._always = always  # session id: the user chose "always run"
         # (workspace, language, code): save an allow rule; why it could not be, or None
         self._remember = remember
@@ -91,10 +97,7 @@ class AcpLink:
             return
         if method == protocol.PROPOSAL and params.get("autoRun"):
             proposal = Proposal.model_validate(params)
-            self._finish(workspace)
-            call = self._calls[workspace] = Call(proposal.proposal_id, proposal.language,
-                                                 proposal.code)
-            self.update(session_id, call.start(proposal, "in_progress"))
+            self.update(session_id, self._open(proposal).start(proposal, "in_progress"))
         elif method == protocol.STREAM:
             self._stream(workspace, session_id, params)
 
@@ -138,6 +141,19 @@ class AcpLink:
         else:
             self._flushes[call.id] = asyncio.get_running_loop().call_later(wait, flush)
 
+    def _open(self, proposal: Proposal) -> Call:
+        """The proposal's tool call, after the one before it ends."""
+        self._finish(proposal.workspace)
+        call = self._calls[proposal.workspace] = Call(
+            proposal.proposal_id, proposal.language, proposal.code,
+            message=self._proposed(proposal.workspace))
+        call.locations = self._named(proposal.workspace, call.code)
+        return call
+
+    def _named(self, workspace: str, code: str) -> list[ToolCallLocation]:
+        folder = to_fs_path(workspace)
+        return named_files(code, Path(folder)) if folder else []
+
     def _finish(self, workspace: str) -> None:
         """The open tool call ends: its last output and its status from the proposal's
         outcome (ran → completed; skipped, failed, stopped → failed)."""
@@ -149,16 +165,15 @@ class AcpLink:
         if handle is not None:
             handle.cancel()
         self._last.pop(call.id, None)
-        self.update(session_id, call.progress(self._max_output(workspace),
-                                              status_of(self._outcome(workspace))))
+        named = self._named(workspace, call.code) if call.ran else call.locations
+        self.update(session_id, call.progress(self._max_output(workspace), call.status(),
+                                              named if named != call.locations else None))
 
     async def ask(self, proposal: Proposal, answer: asyncio.Future[Answer]) -> Answer:
         session_id = self.sessions.get(proposal.workspace)
         if session_id is None or self.conn is None:
             return Answer("skip")
-        self._finish(proposal.workspace)
-        call = self._calls[proposal.workspace] = Call(proposal.proposal_id, proposal.language,
-                                                      proposal.code)
+        call = self._open(proposal)
         start = call.start(proposal, "pending")
         self.update(session_id, start)
         await self._queue.join()  # the client knows the tool call before it is asked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from acp import (
@@ -17,11 +18,13 @@ from acp import (
 
 from ..protocol import Message
 from .calls import status_of, title
+from .locations import named_files
 
 _IMAGES = {"base64.png": "image/png", "base64.jpeg": "image/jpeg"}
 
 
-def updates(messages: list[Message]) -> list[Any]:
+def updates(messages: list[Message], folder: Path) -> list[Any]:
+    """`folder`: the workspace's, where the files a run's code names are looked for."""
     out: list[Any] = []
     call: str | None = None  # the tool call the following output belongs to
     shown: list[Any] = []  # its content so far (an update replaces the whole content)
@@ -39,7 +42,8 @@ def updates(messages: list[Message]) -> list[Any]:
             language = message.format or ""
             shown = [tool_content(text_block(f"```{language}\n{message.content}\n```"))]
             out.append(start_tool_call(call, title(language, message.content), kind="execute",
-                                       status=status_of(message.outcome), content=shown))
+                                       status=status_of(message.outcome), content=shown,
+                                       locations=named_files(message.content, folder) or None))
         elif kind == ("computer", "console") and call is not None:
             shown = [*shown, tool_content(text_block(f"```\n{message.content}\n```"))]
             out.append(update_tool_call(call, content=shown))

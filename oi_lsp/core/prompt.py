@@ -174,7 +174,8 @@ class _Builder:
         if m.role == "user" and self.out and self.out[-1]["role"] == "user":
             last = self.out[-1]
             parts = (last["content"] if isinstance(last["content"], list)
-                     else [{"type": "text", "text": last["content"]}])
+                     else [{"type": "text", "text": last["content"]}] if last["content"]
+                     else [])  # images alone: an empty text part is refused by some
             part = images.part(m.format, m.content) if self.vision else None
             parts.append(part or {"type": "text", "text": (
                 "[the user attached an image; you cannot see it: "
