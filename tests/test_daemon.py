@@ -75,7 +75,16 @@ def daemons(runtime: Path) -> list[psutil.Process]:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    return found
+    # A child the daemon is starting (a kernel) has its cmdline until it execs: not a daemon.
+    pids = {proc.pid for proc in found}
+    return [proc for proc in found if _parent(proc) not in pids]
+
+
+def _parent(proc: psutil.Process) -> int | None:
+    try:
+        return proc.ppid()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def control(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -100,8 +100,10 @@ class Approval:
             if choice == "y":
                 await self._approve(p, "run")
             elif choice == "n":
-                await self._approve(p, "skip")
+                # Said first: once the server has the answer, the model's next words may
+                # stream before the answer's response comes back.
                 state.ui.note("skipped")
+                await self._approve(p, "skip")
             elif choice == "c":
                 if not await self._always_command(p, command):
                     continue  # refused (an untrusted folder): the proposal still waits
