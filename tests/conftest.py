@@ -119,3 +119,20 @@ def nvim(tmp_path: Path, model: ModelServer, data_dir: Path) -> Iterator[Any]:
     runner = Nvim(tmp_path, model, data_dir)
     yield runner
     runner.kill_leftovers()
+
+
+# The tiers (docs/testing.md): `scripts/test --quick` runs the tests not marked `slow`. A test
+# is slow when it starts an oi-lsp server, an editor, a kernel or the terminal chat: through
+# one of these fixtures, or, for a module that starts them itself, listed below.
+SLOW_FIXTURES = {"start_server", "client", "nvim", "term", "relay", "vscode", "vscode_stack",
+                 "built_extension", "playwright_env", "gateway", "make", "servers", "first_run"}
+SLOW_MODULES = {"test_acp", "test_acp_images", "test_bench", "test_chat", "test_crash",
+                "test_fuzz", "test_load", "test_network", "test_packaging", "test_perf",
+                "test_plain_clients"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
