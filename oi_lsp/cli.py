@@ -9,7 +9,8 @@ import logging
 import os
 import sys
 
-from . import __version__, httpx_compat
+from . import __version__
+from .common import httpx_compat
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,8 +194,8 @@ def serve(args: argparse.Namespace) -> int:
             else:
                 network.serve_ws(SERVER, args.host, args.port, args.allow_origin)
         else:
+            from .common.pipes import private_stdio
             from .lsp.stdio import serve_stdio
-            from .pipes import private_stdio
 
             lsp_in, lsp_out = private_stdio()
             serve_stdio(SERVER, lsp_in, lsp_out)

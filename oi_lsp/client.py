@@ -16,9 +16,9 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from . import __version__, protocol
+from .common.uris import from_fs_path
 from .lsp.jsonrpc import raw_params_converter
 from .lsp.pygls_compat import Dispatch, client_process
-from .uris import from_fs_path
 
 Listener = Callable[[str, dict[str, Any]], None]
 # (message, actions) -> the title of the chosen action, or None

@@ -1,4 +1,4 @@
-"""What oi_lsp/httpx_compat.py changes in httpx, checked against the installed release: when
+"""What oi_lsp/common/httpx_compat.py changes in httpx, checked against the installed release: when
 one moves what it relies on, these fail loudly."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 SCRIPT = """
 import json, sys
 if sys.argv[1] == "skip":
-    from oi_lsp import httpx_compat
+    from oi_lsp.common import httpx_compat
     httpx_compat.skip_cli()
 import httpx
 answer = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, text="hi")))

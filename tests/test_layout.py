@@ -28,12 +28,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "oi_lsp.acp": (*LSP_LIBRARIES, "oi_lsp.lsp", "oi_lsp.tui", "oi_lsp.client", "oi_lsp.cli"),
     "oi_lsp.tui": ("oi_lsp.core", "oi_lsp.executors", "oi_lsp.lsp"),
     "oi_lsp.protocol": ("oi_lsp",),
-    "oi_lsp.languages": ("oi_lsp",),
-    "oi_lsp.files": ("oi_lsp",),
-    "oi_lsp.uris": ("oi_lsp",),
-    "oi_lsp.keys": ("oi_lsp",),
-    "oi_lsp.pipes": ("oi_lsp",),
+    "oi_lsp.common": ("oi_lsp",),
 }
+MAX_FLAT_MODULES = 6  # modules directly in oi_lsp/: the rest belongs in a package
 
 
 def module_name(path: Path) -> str:
@@ -86,7 +83,9 @@ def test_the_checker_catches_what_it_should() -> None:
     assert not violations("oi_lsp.tui.app", imports("from .. import protocol, client",
                                                     "oi_lsp.tui.app"))
     assert not violations("oi_lsp.lsp.server", imports("import pygls", "oi_lsp.lsp.server"))
-    assert violations("oi_lsp.files", imports("from . import protocol", "oi_lsp.files"))
+    assert violations("oi_lsp.common.files", imports("from .. import protocol",
+                                                      "oi_lsp.common.files"))
+    assert not violations("oi_lsp.common", imports('"""Doc."""', "oi_lsp.common", True))
 
 
 def test_import_rules() -> None:
@@ -96,6 +95,72 @@ def test_import_rules() -> None:
         found += violations(module, imports(path.read_text(), module,
                                             path.name == "__init__.py"))
     assert found == []
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `graph` (module -> modules it imports): its strongly connected
+    components of more than one module, or of one that imports itself (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """oi_lsp's modules and which of them each imports (TYPE_CHECKING and lazy imports too:
+    a circle there still means two modules that cannot be understood one without the other).
+    `from pkg import name` counts as importing the module pkg.name when there is one, else pkg;
+    a package's __init__ counts only for what its own code imports."""
+    modules = {module_name(p): p for p in sources()}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        found = imports(path.read_text(), module, path.name == "__init__.py")
+        graph[module] = {name for name in found if name in modules and name != module
+                         and not any(other.startswith(name + ".") and other in modules
+                                     for other in found)}
+    return graph
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    assert circles({"a": {"a"}}) == [["a"]]
+
+
+def test_no_import_circles() -> None:
+    assert circles(module_graph()) == []
+
+
+def test_few_modules_sit_flat_in_the_package() -> None:
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(flat) <= MAX_FLAT_MODULES, flat
 
 
 def test_core_and_executors_load_without_lsp_libraries() -> None:

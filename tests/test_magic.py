@@ -168,7 +168,7 @@ async def test_magic_writes_follow_no_link(client: OIClient, workspace: Path,
 
 
 def test_write_in_replaces_a_link_and_never_writes_through_it(tmp_path: Path) -> None:
-    from oi_lsp.files import write_in
+    from oi_lsp.common.files import write_in
 
     (tmp_path / "f").symlink_to(tmp_path / "target")
     write_in(tmp_path, "f", b"data")  # the rename replaces the link itself

@@ -13,10 +13,10 @@ import pytest
 from lsprotocol import converters, types
 
 from oi_lsp.client import OIClient, to_uri
+from oi_lsp.common.uris import to_fs_path
 from oi_lsp.core import transcript
 from oi_lsp.executors.sandbox import landlock
 from oi_lsp.protocol import Message, Risk
-from oi_lsp.uris import to_fs_path
 from tests import modelserver as ms
 from tests.conftest import StartServer, tool_results
 from tests.modelserver import ModelServer

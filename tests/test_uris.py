@@ -1,4 +1,4 @@
-"""oi_lsp/uris.py spells file:// URIs exactly as pygls does (the core cannot use pygls), so a
+"""oi_lsp/common/uris.py spells file:// URIs exactly as pygls does (the core cannot use pygls), so a
 workspace keeps its key, and with it its saved conversations."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygls import uris as pygls_uris
 
-from oi_lsp import uris
+from oi_lsp.common import uris
 
 SEGMENT = st.text(alphabet=string.ascii_letters + string.digits + " -_.%#?&=+@,;:'()[]!~é漢",
                   min_size=1, max_size=12)

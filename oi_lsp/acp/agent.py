@@ -37,15 +37,15 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from .. import __version__
+from ..common.pipes import private_stdio, streams
+from ..common.uris import from_fs_path
 from ..core.approval import Approvals
 from ..core.attachments import AttachmentError
 from ..core.settings import SettingsError, env_layer
 from ..core.store import ConversationInUse, Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces
-from ..pipes import private_stdio, streams
 from ..protocol import Attachment, ChatParams, Message
-from ..uris import from_fs_path
 from . import replay
 from .link import AcpLink
 

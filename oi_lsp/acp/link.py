@@ -22,11 +22,10 @@ from acp.schema import (
 )
 
 from .. import protocol
+from ..common.uris import to_fs_path
 from ..core import rules
-from ..core.approval import Answer
-from ..core.link import NoInput
+from ..core.link import Answer, NoInput
 from ..protocol import InputParams, Message, Proposal
-from ..uris import to_fs_path
 from .calls import Call
 from .locations import named_files
 

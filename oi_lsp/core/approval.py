@@ -7,27 +7,18 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..protocol import PROPOSAL, Proposal, Risk
 from . import risk, rules
 from .aio import in_thread
+from .link import Answer
 
 if TYPE_CHECKING:
     from .activity import Activity
     from .link import Link
     from .settings import Settings
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    decision: str  # "run" | "skip" | "edit" | "outside" (only for a run the sandbox blocked)
-    code: str | None = None
-    auto: bool = False  # run without asking (autoRun, an allow rule)
-    end_turn: bool = False  # skipped because the user sent a new message instead
-    refusal: str | None = None  # skipped by a deny rule: why, for the user and the model
 
 
 class UnknownProposal(LookupError):

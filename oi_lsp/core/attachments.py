@@ -8,8 +8,8 @@ import base64
 import binascii
 from pathlib import Path
 
+from ..common.uris import to_fs_path
 from ..protocol import Attachment
-from ..uris import to_fs_path
 from .aio import in_thread
 
 MAX_BYTES = 10 * 1024 * 1024  # per image, before base64

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..protocol import ANSWERED, PROPOSAL, Answered, InputParams, Proposal
-from .approval import Answer
-from .link import Link, NoInput
+from .link import Answer, Link, NoInput
 
 
 class Member(Link, Protocol):

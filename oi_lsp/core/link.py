@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..protocol import InputParams, Proposal
-from .approval import Answer
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The user's answer to a proposal, as the front end gives it to the core."""
+
+    decision: str  # "run" | "skip" | "edit" | "outside" (only for a run the sandbox blocked)
+    code: str | None = None
+    auto: bool = False  # run without asking (autoRun, an allow rule)
+    end_turn: bool = False  # skipped because the user sent a new message instead
+    refusal: str | None = None  # skipped by a deny rule: why, for the user and the model
 
 
 class NoInput(Exception):

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import anyio
 
-from .. import keys
+from ..common import keys
 from ..protocol import ErrorKind
 from . import caching, model_presets
 from .reasoning import ThinkingBlocks, ThinkTags

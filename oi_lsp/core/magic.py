@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from .. import __version__
+from ..common.files import write_in
 from ..executors.base import RunResult
-from ..files import write_in
 from ..protocol import Message
 from . import context_window, export, llm
 from .aio import in_thread, to_disk

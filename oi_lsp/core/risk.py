@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import languages
+from ..common import languages
 from ..protocol import Risk, RiskLevel
 from . import risk_python, risk_shell
 from .aio import to_disk

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .. import files, languages
+from ..common import files, languages
 from ..protocol import AlwaysScope, AutoRunRule, Risk
 from .profiles import ProfileError, layer_of
 from .settings import Settings

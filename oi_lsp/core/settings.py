@@ -19,7 +19,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .. import keys
+from ..common import keys
 from ..protocol import AutoRunRule
 from . import model_presets
 

@@ -31,7 +31,7 @@ import psutil
 from filelock import FileLock, Timeout
 from pydantic import TypeAdapter, ValidationError
 
-from ..files import atomic_write, data_dir, digest
+from ..common.files import atomic_write, data_dir, digest
 from ..protocol import CONVERSATION_ID, Message
 
 log = logging.getLogger(__name__)

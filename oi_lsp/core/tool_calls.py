@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .. import languages
+from ..common import languages
 
 TOOL = "execute"
 

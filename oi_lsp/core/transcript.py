@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
-from ..files import atomic_write
+from ..common.files import atomic_write
 from ..protocol import Message
 from .aio import to_disk
 from .conversation import Conversation

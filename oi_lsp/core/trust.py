@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import atomic_write, data_dir, digest
+from ..common.files import atomic_write, data_dir, digest
 
 log = logging.getLogger(__name__)
 

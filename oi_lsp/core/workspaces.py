@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 
-from ..uris import from_fs_path, to_fs_path
+from ..common.uris import from_fs_path, to_fs_path
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)

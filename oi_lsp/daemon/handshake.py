@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from ..keys import is_key
+from ..common.keys import is_key
 
 MAX_LINE = 1 << 20
 # After the LSP stream, when the client ended its session with `exit`: this, the exit status a

@@ -11,13 +11,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..common.uris import from_fs_path
 from ..core.aio import log_failure
 from ..core.approval import Approvals
 from ..core.fanout import Fanout, Member
 from ..core.store import Store
 from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace, Workspaces, normalize
-from ..uris import from_fs_path
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..languages import ALIASES
+from ..common.languages import ALIASES
 
 if TYPE_CHECKING:
     from jupyter_client.kernelspec import KernelSpecManager

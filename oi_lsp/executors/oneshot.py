@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from .. import languages
+from ..common import languages
 from .base import Chunk, Emit, Executor, RunResult
 from .process import (
     PROCESS_INTERRUPT_GRACE,

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 import psutil
 
-from ..keys import is_key
+from ..common.keys import is_key
 from .base import Chunk, Emit, prefix_overlap, strip_ansi
 
 # How long interrupted code may take to stop before the group gets SIGTERM, then SIGKILL;

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..languages import ALIASES, LANGUAGES, Language
+from ..common.languages import ALIASES, LANGUAGES, Language
 from ..protocol import LanguageInfo
 from . import interpreter, kernelspecs, oneshot, repl
 from .base import Executor

@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 import psutil
 
-from .. import languages
+from ..common import languages
 from . import active_line, terminal_input
 from .base import Chunk, Emit, Executor, RunResult, driver
 from .process import (

@@ -13,7 +13,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.workspace import TextDocument
 
-from .. import languages, protocol
+from .. import protocol
+from ..common import languages
+from ..common.uris import to_fs_path
 from ..core.aio import in_thread
 from ..core.attachments import AttachmentError
 from ..core.settings import SettingsError
@@ -31,7 +33,6 @@ from ..protocol import (
     Position,
     Range,
 )
-from ..uris import to_fs_path
 
 if TYPE_CHECKING:
     from .language_server import OIServer

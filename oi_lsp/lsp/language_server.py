@@ -19,8 +19,8 @@ from pygls.lsp.server import LanguageServer
 
 from .. import __version__, protocol
 from ..core.aio import log_failure
-from ..core.approval import Answer, Approvals
-from ..core.link import NoInput
+from ..core.approval import Approvals
+from ..core.link import Answer, NoInput
 from ..core.settings import SettingsError, check, client_section, env_layer, split_known
 from ..core.store import Store
 from ..core.workspace import Workspace

@@ -7,23 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from .. import languages, protocol
+from .. import protocol
+from ..common import languages
+from ..common.files import atomic_write, data_dir
+from ..common.uris import from_fs_path
 from ..core.aio import in_thread, to_disk
-from ..core.approval import Answer
+from ..core.link import Answer
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
-from ..files import atomic_write, data_dir
+from ..core.workspaces import Workspaces
 from ..protocol import Proposal
-from ..uris import from_fs_path
-
-if TYPE_CHECKING:
-    from .language_server import OIServer
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,24 @@ LINE_WIDTH = 100
 OUTSIDE = "Run outside the sandbox"
 
 
+class Server(Protocol):
+    """What of the language server the plain client uses (a protocol: the server holds the
+    plain client, so naming its class here would make an import circle)."""
+
+    workspaces: Workspaces
+
+    def keep(self, work: Coroutine[Any, Any, Any] | asyncio.Task[Any]) -> None: ...
+    def show_text(self, text: str, error: bool = False) -> None: ...
+    def window_show_message(self, params: types.ShowMessageParams) -> None: ...
+    def window_show_message_request_async(
+        self, params: types.ShowMessageRequestParams
+    ) -> Coroutine[Any, Any, types.MessageActionItem | None]: ...
+    def window_show_document_async(self, params: types.ShowDocumentParams
+                                   ) -> Coroutine[Any, Any, types.ShowDocumentResult]: ...
+
+
 class PlainClient:
-    def __init__(self, server: OIServer, capabilities: types.ClientCapabilities) -> None:
+    def __init__(self, server: Server, capabilities: types.ClientCapabilities) -> None:
         self.server = server
         window = capabilities.window
         self.show_document = bool(window and window.show_document

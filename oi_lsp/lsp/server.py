@@ -11,10 +11,13 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from .. import files, protocol
+from .. import protocol
+from ..common import files
+from ..common.uris import from_fs_path
 from ..core import llm, model_presets, profiles
 from ..core.aio import in_thread, live_tasks
-from ..core.approval import Answer, UnknownProposal, WrongDecision
+from ..core.approval import UnknownProposal, WrongDecision
+from ..core.link import Answer
 from ..core.settings import SettingsError
 from ..core.workspace import Workspace
 from ..core.workspaces import NotAWorkspace
@@ -40,7 +43,6 @@ from ..protocol import (
     TranscriptResult,
     WorkspaceParams,
 )
-from ..uris import from_fs_path
 from . import commands
 from .commands import refusals
 from .language_server import OIServer

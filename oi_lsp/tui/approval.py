@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import languages, protocol
+from .. import protocol
+from ..common import languages
 from .terminal import restore_mode, save_mode
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 
-from .. import languages
+from ..common import languages
 
 HISTORY_SHOWN = 6  # messages of a continued conversation shown at start
 REDRAW_INTERVAL = 1 / 15  # seconds between redraws of the block being written

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from ...files import atomic_write, data_dir, digest
+from ...common.files import atomic_write, data_dir, digest
 from ...protocol import SandboxState
 from ..base import Emit, Executor, RunResult
 from ..jupyter.messages import Answers, Cell, Gone, Notice, NotTaken, collect, settle

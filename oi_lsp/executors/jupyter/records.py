@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 from filelock import FileLock
 
-from ...files import atomic_write, data_dir, digest
+from ...common.files import atomic_write, data_dir, digest
 
 log = logging.getLogger(__name__)
 
