@@ -88,7 +88,7 @@ async def test_bad_profiles_are_named(start_server: StartServer, model: ModelSer
                                 options=model.settings(trusted=True))
     await client.request("oi/configure", {"profile": "fast"})
     for name, words in (("bad", ["bad.yml", "max_tokens", "greater than 0"]),
-                        ("typo", ["typo.yaml", "'modle'", "unknown key"]),
+                        ("typo", ["typo.yaml", "unknown setting 'modle' (did you mean 'model'?)"]),
                         ("nope", ["no profile 'nope'"]),
                         ("../etc", ["not a profile name"])):
         with pytest.raises(JsonRpcException) as err:
@@ -128,6 +128,14 @@ def test_profile_layer_units(tmp_path: Path) -> None:
     with pytest.raises(profiles.ProfileError, match="'apiKey': invalid value") as err:
         profiles.load(path)
     assert "12345" not in str(err.value)
+    # A typo is named with the setting it is probably of, in the spelling it was written in.
+    path.write_text("reasoning_efort: high\n")
+    with pytest.raises(profiles.ProfileError,
+                       match=r"'reasoning_efort' \(did you mean 'reasoning_effort'"):
+        profiles.load(path)
+    path.write_text("reasoningEfort: high\n")
+    with pytest.raises(profiles.ProfileError, match=r"did you mean 'reasoningEffort'"):
+        profiles.load(path)
     path.write_text("- a list\n")
     with pytest.raises(profiles.ProfileError, match="a mapping"):
         profiles.load(path)

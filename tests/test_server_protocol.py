@@ -112,12 +112,17 @@ async def test_initialize_does_not_import_litellm(model: ModelServer, data_dir: 
 
 async def test_settings_layers_and_configure(start_server: StartServer, model: ModelServer,
                                              workspace: Path) -> None:
-    client = await start_server(workspace, options={"oi": {"maxOutput": 10, "bogus": 1,
+    client = await start_server(workspace, options={"oi": {"maxOutput": 10, "maxOutptu": 1,
                                                            "autoRun": "not a bool"}},
                                 env={"OI_MODEL": "openai/scripted", "OI_API_BASE": model.url,
                                      "OI_API_KEY": "sk-from-env"})
-    bad = await client.wait_for("window/showMessage")
-    assert "autoRun" in bad["message"]
+    bad = await client.wait_for("window/showMessage", lambda m: "autoRun" in m["message"])
+    assert bad["type"] == types.MessageType.Error
+    # An editor setting's typo is shown once, with the setting it was probably meant to be.
+    typo_shown = await client.wait_for("window/showMessage", lambda m: "maxOutptu" in m["message"])
+    assert typo_shown["type"] == types.MessageType.Warning
+    assert typo_shown["message"] == ("oi-lsp: unknown setting 'maxOutptu' (did you mean "
+                                     "'maxOutput'?) is ignored")
     effective = (await client.request("oi/configure", {}))["settings"]
     assert effective["model"] == "openai/scripted" and effective["maxOutput"] == 10
     assert effective["autoRun"] is False and effective["apiKeySet"] is True
@@ -133,9 +138,15 @@ async def test_settings_layers_and_configure(start_server: StartServer, model: M
     assert (await client.request("oi/configure", {}))["settings"]["temperature"] == 0.5
 
     client.lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"oi": {"maxOutput": 20}}))
+        settings={"oi": {"maxOutput": 20, "maxOutptu": 2}}))
+    # Another server's section (eglot sends one object for all servers) is not ours to report.
+    client.lsp.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"pylsp": {"plugins": {}}}))
     await asyncio.sleep(0.2)
     assert (await client.request("oi/configure", {}))["settings"]["maxOutput"] == 20
+    shown = [p["message"] for m, p in client.notifications if m == "window/showMessage"]
+    assert sum("maxOutptu" in text for text in shown) == 1, shown
+    assert not any("pylsp" in text for text in shown), shown
 
     # The pull model: no settings in the notification; the server asks for section `oi`.
     client.configuration = {"maxOutput": 30}

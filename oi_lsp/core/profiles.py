@@ -19,7 +19,7 @@ import platformdirs
 from pydantic import ValidationError
 
 from . import trust
-from .settings import Settings, SettingsError, field_name
+from .settings import Settings, SettingsError, field_name, unknown_key
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +117,10 @@ def _layer(data: dict[Any, Any]) -> dict[str, Any]:
             instructions = value
         elif key in _IGNORED:
             log.warning("profile key %r has no meaning in oi-lsp; ignored", key)
-        elif (name := field_name(key)) is None or name in _FORBIDDEN:
-            raise ProfileError(f"key {key!r}: " + ("not allowed in a profile"
-                                                   if name in _FORBIDDEN else "unknown key"))
+        elif (name := field_name(key)) is None:
+            raise ProfileError(unknown_key(key))
+        elif name in _FORBIDDEN:
+            raise ProfileError(f"key {key!r}: not allowed in a profile")
         else:
             entries.append((key, name, value))
     layer: dict[str, Any] = {}

@@ -226,16 +226,19 @@ def split_known(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return known, unknown
 
 
-def unknown_error(unknown: list[str]) -> SettingsError:
-    """Unknown keys, each with the setting it is probably a typo of."""
+def unknown_key(key: str) -> str:
+    """'unknown setting 'x'', with the setting it is probably a typo of when there is one
+    (either spelling: a profile's keys may be snake_case)."""
     import difflib
 
-    parts = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, sorted(_FIELDS), n=1, cutoff=0.75)
-        parts.append(f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)"
-                                                  if close else ""))
-    return SettingsError("; ".join(parts) + ": nothing was changed")
+    names = _FIELDS if "_" not in key else {v: v for v in _FIELDS.values()}
+    close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
+    return f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def unknown_error(unknown: list[str]) -> SettingsError:
+    """Unknown keys, each with the setting it is probably a typo of."""
+    return SettingsError("; ".join(unknown_key(k) for k in unknown) + ": nothing was changed")
 
 
 def check(layer: Mapping[str, Any]) -> None:

@@ -21,7 +21,14 @@ from .. import __version__, protocol
 from ..core.aio import log_failure
 from ..core.approval import Approvals
 from ..core.link import Answer, NoInput
-from ..core.settings import SettingsError, check, client_section, env_layer, split_known
+from ..core.settings import (
+    SettingsError,
+    check,
+    client_section,
+    env_layer,
+    split_known,
+    unknown_key,
+)
 from ..core.store import Store
 from ..core.workspace import Workspace
 from ..core.workspaces import Workspaces
@@ -47,6 +54,7 @@ class OIServer(LanguageServer):
         self.store = Store()
         self.env = env_layer()
         self.client_settings: dict[str, Any] = {}
+        self._told_unknown: set[str] = set()  # unknown setting names already shown once
         self.oi_client = False  # the client renders oi/stream and oi/proposal itself
         self.input_client = False  # the client answers oi/input (experimental.oiInput)
         self.workspaces = Workspaces(self._new_workspace)
@@ -163,8 +171,16 @@ class OIServer(LanguageServer):
     # Settings ---------------------------------------------------------------------------
 
     def apply_client_settings(self, raw: Any) -> None:
-        """New values from the client; a wrong value is reported and the old one kept."""
-        values, _ = split_known(client_section(raw))
+        """New values from the client; a wrong value is reported and the old one kept, an
+        unknown key (a typo does nothing) is shown once."""
+        values, unknown = split_known(client_section(raw))
+        if values or (isinstance(raw, dict) and "oi" in raw):  # else another server's section
+            for key in unknown:
+                if key not in self._told_unknown:
+                    self._told_unknown.add(key)
+                    self.window_show_message(types.ShowMessageParams(
+                        type=types.MessageType.Warning,
+                        message=f"oi-lsp: {unknown_key(key)} is ignored"))
         good: dict[str, Any] = {}
         for key, value in values.items():
             try:
