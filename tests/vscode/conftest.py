@@ -4,6 +4,7 @@ code-server, playwright-core, Chromium) that scripts/setup.d/50-vscode installs 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -41,11 +42,46 @@ def vscode_stack() -> Path:
     return Path((ARTIFACTS / "vscode-stack").read_text().strip())
 
 
+def run_dir(factory: pytest.TempPathFactory) -> Path:
+    """The folder this run's workers share (each xdist worker has its own basetemp in it)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def exclusive(factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """What writes clients/vscode's dist/ or out/, one worker at a time (two would write the
+    same files together, and a test reading them would see them half written)."""
+    shared = run_dir(factory)
+    with (shared / "vscode-build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield shared
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build(factory: pytest.TempPathFactory, *, dev: bool) -> Path:
+    """The packaged extension (what vsce printed beside it, .txt), and with `dev` the
+    development build in dist/ and out/: each made once per run, the package first (its
+    prepublish step writes dist/ for production), so that once a worker has what it asked
+    for, nothing writes dist/ again while its tests read it."""
+    with exclusive(factory) as shared:
+        vsix = shared / "oi-lsp.vsix"
+        if not vsix.exists():
+            output = run(["npx", "@vscode/vsce", "package", "-o", vsix], timeout=600)
+            vsix.with_suffix(".txt").write_text(output)
+        if dev and not (shared / "vscode-built").exists():
+            run(["npm", "run", "compile"])
+            run(["npx", "tsc", "-p", "tsconfig.test.json"])
+            (shared / "vscode-built").touch()
+    return vsix
+
+
 @pytest.fixture(scope="session")
-def built_extension(vscode_stack: Path) -> Path:
+def built_extension(vscode_stack: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """dist/ (the esbuild bundles) and out/ (the pure modules compiled for node)."""
-    run(["npm", "run", "compile"])
-    run(["npx", "tsc", "-p", "tsconfig.test.json"])
+    build(tmp_path_factory, dev=True)
     return EXT
 
 
@@ -67,11 +103,9 @@ def stack_env(vscode_stack: Path, playwright_env: dict[str, str],
             "XDG_CONFIG_HOME": str(scratch / "xdg"), "TMPDIR": str(scratch / "tmp")}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vsix(vscode_stack: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("vsix") / "oi-lsp.vsix"
-    run(["npx", "@vscode/vsce", "package", "-o", out], timeout=600)
-    return out
+    return build(tmp_path_factory, dev=False)
 
 
 @pytest.fixture(scope="module")

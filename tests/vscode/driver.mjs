@@ -107,6 +107,15 @@ const ops = {
     async wait({ selector, hasText, timeout = 30000, state = 'visible' }) {
         await page.locator(selector, hasText ? { hasText } : {}).last().waitFor({ timeout, state });
     },
+    /** The same wait, answering whether it came instead of failing. */
+    async waitOptional({ selector, hasText, timeout = 30000, state = 'visible' }) {
+        try {
+            await page.locator(selector, hasText ? { hasText } : {}).last().waitFor({ timeout, state });
+            return true;
+        } catch {
+            return false;
+        }
+    },
     /** Evaluate an expression in the workbench page itself (not the chat's frame). */
     evaluate: ({ expression }) => page.evaluate(expression),
     async click({ selector, hasText }) {

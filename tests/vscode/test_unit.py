@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.vscode.conftest import run
+from tests.vscode.conftest import exclusive, run
 
 pytestmark = pytest.mark.timeout(1800)  # the first test may install the stack
 
 
-def test_unit_tests_pass(vscode_stack: Path) -> None:
-    output = run(["npm", "run", "test:unit"])
+def test_unit_tests_pass(vscode_stack: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    with exclusive(tmp_path_factory):  # it compiles out/, which other workers' tests read
+        output = run(["npm", "run", "test:unit"])
     assert "# fail 0" in output
     assert "# pass 0" not in output
 
