@@ -119,8 +119,16 @@ async def test_every_outcome(start_server: StartServer, model: ModelServer,
     assert all(m["risk"]["level"] == "low" for m in codes)
 
 
+async def saved(data_dir: Path, text: str, timeout: float = 30) -> None:
+    """Wait until a conversation file in `data_dir` holds `text` (a save has happened)."""
+    async with asyncio.timeout(timeout):
+        while not any(text in p.read_text(encoding="utf-8", errors="replace")  # noqa: ASYNC110 (a file: no event)
+                      for p in (data_dir / "sessions").rglob("*.json")):
+            await asyncio.sleep(0.05)
+
+
 async def test_a_proposal_pending_when_the_server_stops_expires(
-        start_server: StartServer, model: ModelServer, workspace: Path) -> None:
+        start_server: StartServer, model: ModelServer, workspace: Path, data_dir: Path) -> None:
     first = await start_server(workspace)
     model.script(ms.tool("python", "print('never')"))
     chat = asyncio.create_task(first.chat("wait for me"))
@@ -135,7 +143,7 @@ async def test_a_proposal_pending_when_the_server_stops_expires(
     model.script(ms.tool("python", "print('never either')"))
     chat = asyncio.create_task(second.chat("and me"))
     await next_proposal(second)
-    await asyncio.sleep(0.5)  # the save of the proposal
+    await saved(data_dir, "never either")  # killed before its save, it would not be there
     assert second.process is not None
     os.kill(second.process.pid, signal.SIGKILL)
     with pytest.raises(BaseException):  # noqa: B017 (the server is gone: any error)
@@ -213,8 +221,9 @@ async def test_waiting_is_a_state_of_its_own(client: OIClient, model: ModelServe
     model.script(ms.tool("python", "print(1)"), ms.text("Done."))
     chat = asyncio.create_task(client.chat("one"))
     proposal = await next_proposal(client)
-    await asyncio.sleep(0.3)
     turn = proposal["turnId"]
+    await client.wait_for("oi/stream", lambda p: p["type"] == "status"
+                          and p.get("turnId") == turn and p.get("format") == "waiting")
     assert statuses(client, turn) == ["thinking", "waiting"]
     status = await client.request("oi/status", {})
     assert status["turn"] == {"state": "waiting", "turnId": turn}
