@@ -22,6 +22,9 @@ StartServer = Callable[..., Awaitable[OIClient]]
 # own process, as a private server: none shares the user's daemon, nor another test's.
 # tests/test_daemon.py sets "0" (and a runtime folder of its own) for the daemon's tests.
 os.environ.setdefault("OI_LSP_STANDALONE", "1")
+# Nor loads litellm before its first turn (5.7 s of CPU, and most test servers never chat);
+# tests/test_server_protocol.py checks the warm-up with "1".
+os.environ.setdefault("OI_LSP_WARM_UP", "0")
 
 
 @pytest.fixture(scope="session")
@@ -131,9 +134,10 @@ SLOW_MODULES = {"test_acp", "test_acp_images", "test_bench", "test_chat", "test_
                 "test_plain_clients"}
 
 
-# The longest modules of a full run (seconds, docs/testing.md), started first: the workers
-# take modules in collection order, and one of these started last would run on alone at the
-# end (test_crash did: 3 minutes more). Modules not listed follow in their usual order.
+# The longest modules of a full run (docs/testing.md), started first: one of them started
+# last runs on alone at the end (test_crash did: 3 minutes more). The workers take modules in
+# collection order with --no-loadscope-reorder (scripts/test passes it: xdist would otherwise
+# put modules with many tests first, and test_crash has one). Others follow in their order.
 HEAVIEST_FIRST = ("test_e2e_view", "test_chat", "test_crash", "test_neovim", "test_record",
                   "test_turns", "test_bench", "test_gateway", "test_e2e_merge", "test_daemon",
                   "test_neovim_chat", "test_providers", "test_acp", "test_structured",

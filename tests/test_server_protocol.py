@@ -91,7 +91,7 @@ async def test_initialize_does_not_import_litellm(model: ModelServer, data_dir: 
     client = OIClient()
     # -X importtime makes the interpreter report every import on stderr as it happens.
     await client.start([sys.executable, "-X", "importtime", "-m", "oi_lsp"],
-                       env={"OI_LSP_DATA_DIR": str(data_dir)})
+                       env={"OI_LSP_DATA_DIR": str(data_dir), "OI_LSP_WARM_UP": "1"})
     try:
         await client.lsp.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(experimental={"oi": True}),
@@ -103,9 +103,30 @@ async def test_initialize_does_not_import_litellm(model: ModelServer, data_dir: 
         served = client.stderr.index(b"| oi_lsp.lsp.server\n")
         assert not re.search(rb"\|\s+yaml$", client.stderr[:served], re.MULTILINE)
         client.lsp.initialized(types.InitializedParams())  # now it loads in the background
+        async with asyncio.timeout(120):  # without a chat: the warm-up loads it
+            while b"| litellm\n" not in client.stderr:  # noqa: ASYNC110 (stderr: no event)
+                await asyncio.sleep(0.1)
         model.script(ms.text("loaded"))
         assert (await client.chat("hi"))["status"] == "done"
-        assert b"| litellm" in client.stderr
+    finally:
+        await client.close()
+
+
+async def test_no_warm_up_loads_litellm_at_the_first_chat(model: ModelServer, data_dir: Path,
+                                                          workspace: Path) -> None:
+    """OI_LSP_WARM_UP=0 (what the tests run with: most of their servers never chat): nothing
+    loads litellm until a turn needs it."""
+    client = OIClient()
+    await client.start([sys.executable, "-X", "importtime", "-m", "oi_lsp"],
+                       env={"OI_LSP_DATA_DIR": str(data_dir), "OI_LSP_WARM_UP": "0"})
+    try:
+        await client.initialize([workspace], options=model.settings())
+        await client.execute("python", "1")  # the folder's kernel is up: a warm-up would begin
+        await asyncio.sleep(3)  # what must not happen has no event: time for it to begin
+        assert b"litellm" not in client.stderr
+        model.script(ms.text("loaded now"))
+        assert (await client.chat("hi"))["status"] == "done"
+        assert b"| litellm\n" in client.stderr
     finally:
         await client.close()
 

@@ -97,7 +97,8 @@ def initialized(ls: OIServer, params: types.InitializedParams) -> None:
     # of the opened workspaces are up: its import holds the GIL for seconds, and a first run
     # right after opening came 0.27 s later (1.86 s from initialize, not 1.58). A chat that
     # comes first starts the load itself.
-    ls.warming = asyncio.ensure_future(_warm_up_after(ls.workspaces.opening()))
+    if os.environ.get("OI_LSP_WARM_UP", "1") != "0":
+        ls.warming = asyncio.ensure_future(_warm_up_after(ls.workspaces.opening()))
 
 
 ROOT_WARNING = ("oi-lsp runs as root: code the model proposes runs with full control of this "
