@@ -2,9 +2,11 @@
 leaves no damaged session file, and leaves no process behind once the next server starts.
 
 Kill points follow the turn's progress, not the clock: the first turn runs whole and counts
-the notifications a turn sends; each later turn is killed right after a random one of them
-(or after its result came back), so every stage (streaming, the proposal, the run, its
-output, the final text, saving) gets killed in, whatever the machine's speed.
+the notifications a turn sends; each later turn is killed right after one of them (or before
+the first, or after its result came back), every one of those points once in a random order,
+so every stage (streaming, the proposal, the run, its output, the final text, saving) gets
+killed in, whatever the machine's speed. (Fifty random points, as before, missed some and hit
+others twice, at twice the cost.)
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from tests import modelserver as ms
 from tests.hardening import descendants, marked, record, sigkill, wait_gone
 from tests.modelserver import ModelServer
 
-KILLS = int(os.environ.get("OI_CRASH_KILLS", "50"))  # fewer only to debug the test
+ROUNDS = int(os.environ.get("OI_CRASH_ROUNDS", "1"))  # every kill point this many times
 
 
 def check_session_files(data_dir: Path) -> tuple[int, int]:
@@ -70,7 +72,7 @@ async def test_sigkill_at_random_points_of_turns(model: ModelServer, data_dir: P
     rng = random.Random(7)
     finished: dict[str, int] = {}  # turn id -> step number, for turns whose result came
     lost = corrupt = orphans = killed_in_turn = 0
-    points: list[int] = []
+    plan: list[int] = []  # the kill point of each later turn, drawn once the first has run
     notifications_per_turn = 0  # counted in the first turn, which runs whole
     began = time.monotonic()
     servers: list[OIClient] = []
@@ -88,7 +90,9 @@ async def test_sigkill_at_random_points_of_turns(model: ModelServer, data_dir: P
     spawning = asyncio.create_task(spawn())
     client: OIClient | None = None
     try:
-        for step in range(KILLS + 1):
+        step = -1
+        while True:
+            step += 1
             client = await spawning
             # What the previous servers left: every finished turn, no damaged file.
             history = (await client.request("oi/history", {"workspace": uri}))["messages"]
@@ -106,7 +110,7 @@ async def test_sigkill_at_random_points_of_turns(model: ModelServer, data_dir: P
             left = await wait_gone([p for p in marked(marker) if p.pid not in ours], 10)
             orphans += len(left)
             print(f"step {step}: {time.monotonic() - began:.1f} s", file=sys.stderr)
-            if step == KILLS:
+            if step > len(plan):
                 break
             spawning = asyncio.create_task(spawn())
 
@@ -123,10 +127,11 @@ async def test_sigkill_at_random_points_of_turns(model: ModelServer, data_dir: P
                 result = await chat
                 notifications_per_turn = len(client.notifications) - start
                 assert notifications_per_turn > 5, client.notifications[start:]
-            else:
                 # 0: before anything came back; notifications_per_turn + 1: after the result.
-                point = rng.randint(0, notifications_per_turn + 1)
-                points.append(point)
+                plan = list(range(notifications_per_turn + 2)) * ROUNDS
+                rng.shuffle(plan)
+            else:
+                point = plan[step - 1]
                 if not await kill_after(client, chat, start, point, rng):
                     killed_in_turn += 1
                     await sigkill(client)
@@ -153,10 +158,11 @@ async def test_sigkill_at_random_points_of_turns(model: ModelServer, data_dir: P
     assert damaged == corrupt == 0
     assert lost == 0
     assert orphans == 0
-    assert killed_in_turn > KILLS // 2, "the kill points missed the turns"
-    record("crash_safety", kills=KILLS, kills_survived=KILLS, killed_mid_turn=killed_in_turn,
+    assert killed_in_turn > len(plan) // 2, "the kill points missed the turns"
+    record("crash_safety", kills=len(plan), kills_survived=len(plan),
+           killed_mid_turn=killed_in_turn,
            finished_turns=len(finished), finished_turns_lost=lost,
            corrupt_session_files=corrupt, orphan_processes=orphans,
            notifications_per_turn=notifications_per_turn, leftover_temp_files=temp_files,
            seconds=round(time.monotonic() - began, 1),
-           kill_points=sorted(set(points)))
+           kill_points=sorted(set(plan)))
