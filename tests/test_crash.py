@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -90,9 +91,7 @@ async def test_sigkill_at_random_points_of_turns(model: ModelServer, data_dir: P
     spawning = asyncio.create_task(spawn())
     client: OIClient | None = None
     try:
-        step = -1
-        while True:
-            step += 1
+        for step in itertools.count():
             client = await spawning
             # What the previous servers left: every finished turn, no damaged file.
             history = (await client.request("oi/history", {"workspace": uri}))["messages"]
