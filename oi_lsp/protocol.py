@@ -346,9 +346,19 @@ class OkResult(Wire):
     ok: bool = True
 
 
+class HistoryParams(WorkspaceParams):
+    """A page of the conversation: the `limit` messages before index `before` (the newest
+    when it is omitted); the whole of it when `limit` is."""
+
+    before: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=1)
+
+
 class HistoryResult(Wire):
     workspace: str
     messages: list[Message]
+    start: int = 0  # the index of the first message sent: older pages end there
+    total: int = 0  # the conversation's messages
 
 
 class ConfigureParams(WorkspaceParams):
@@ -409,6 +419,7 @@ class SessionsResult(Wire):
 
 class SessionOpenParams(WorkspaceParams):
     id: str = Field(pattern=CONVERSATION_ID)
+    limit: int | None = Field(default=None, ge=1)  # its last page only, as oi/history's
 
 
 class SessionResult(Wire):
@@ -417,6 +428,8 @@ class SessionResult(Wire):
     workspace: str
     id: str
     messages: list[Message]
+    start: int = 0  # as oi/history's: the index of the first message sent
+    total: int = 0
 
 
 class SessionExportParams(WorkspaceParams):

@@ -106,6 +106,12 @@ def tool_results(body: dict[str, Any]) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
 
+def saved_messages(record: Path) -> list[dict[str, Any]]:
+    """The messages of a conversation's record on disk, as saved (displays name their file)."""
+    from oi_lsp.core import journal
+    return journal.replay(record.read_bytes()).messages
+
+
 def trust_folder(folder: Path, data_dir: Path) -> None:
     """What the user does with `oi-lsp trust`: the folder's own .oi/profile.yaml applies, and
     no client is asked about it."""

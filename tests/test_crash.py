@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import random
 import sys
@@ -26,6 +25,7 @@ import psutil
 import pytest
 
 from oi_lsp.client import OIClient, to_uri
+from oi_lsp.core import journal
 from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.hardening import descendants, marked, record, sigkill, wait_gone
@@ -35,19 +35,21 @@ ROUNDS = int(os.environ.get("OI_CRASH_ROUNDS", "1"))  # every kill point this ma
 
 
 def check_session_files(data_dir: Path) -> tuple[int, int]:
-    """(conversation files, damaged ones): each must be whole JSON of valid messages."""
+    """(conversation records, damaged ones): each must replay, whole lines of valid messages
+    (a torn last line would be dropped: it counts as damage here, as a kill never tears one)."""
     files = damaged = 0
     for path in (data_dir / "sessions").rglob("*"):
         if ".corrupt-" in path.name:
             damaged += 1
             continue
-        if not path.name.endswith(".json") or path.name.startswith("."):
-            continue  # a temp file of a save the kill interrupted: never read
+        if not path.name.endswith(journal.SUFFIX) or path.name.startswith("."):
+            continue  # a temp file of a compaction the kill interrupted: never read
         files += 1
         try:
-            data = json.loads(path.read_bytes())
-            for message in data["messages"]:
+            replayed = journal.replay(path.read_bytes())
+            for message in replayed.messages:
                 Message.model_validate(message)
+            damaged += bool(replayed.torn)
         except (ValueError, KeyError, TypeError):
             damaged += 1
     return files, damaged

@@ -3,17 +3,12 @@ bench/RESULTS.md)."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
-from unittest.mock import patch
 
 from oi_lsp.client import OIClient
 from oi_lsp.core import context_window, llm
-from oi_lsp.core.store import Store
-from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 
@@ -58,32 +53,3 @@ async def test_tokenizer_loads_only_near_the_window(model: ModelServer, data_dir
             litellm, "openai/scripted", text=reply)
     finally:
         await client.close()
-
-
-def test_a_save_encodes_only_what_changed(tmp_path: Path) -> None:
-    store = Store(tmp_path)
-    messages = [Message(role="user", type="code", format="python", content=f"x = {i}",
-                        turn_id=f"t{i}") for i in range(50)]
-    store.save("file:///w", "c1", messages, created=1.0)
-    dumped: list[Message] = []
-    real = Message.model_dump
-
-    def counting(self: Message, **kwargs: Any) -> dict[str, Any]:
-        dumped.append(self)
-        return real(self, **kwargs)
-
-    with patch.object(Message, "model_dump", counting):
-        messages.append(Message(role="computer", type="console", format="output",
-                                content="1\n", turn_id="t49"))
-        messages[3].outcome = "ran"  # a recorded message changes only this way
-        messages[4].edited_code = "x = 40"
-        store.save("file:///w", "c1", messages, created=1.0)
-    assert {id(m) for m in dumped} == {id(messages[3]), id(messages[4]), id(messages[-1])}
-    saved = store.read("file:///w", "c1")
-    assert saved == messages  # all of it, the changes included
-    assert json.loads(store.path("file:///w", "c1").read_text())["messages"][3] == {
-        "role": "user", "type": "code", "format": "python", "content": "x = 3",
-        "turnId": "t3", "outcome": "ran"}
-    # Another conversation of the workspace encodes its own messages.
-    store.save("file:///w", "c2", messages[:2], created=2.0)
-    assert store.read("file:///w", "c2") == messages[:2]

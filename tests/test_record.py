@@ -15,7 +15,7 @@ import pytest
 
 from oi_lsp.client import OIClient, to_uri
 from tests import modelserver as ms
-from tests.conftest import StartServer, next_proposal, tool_results
+from tests.conftest import StartServer, next_proposal, saved_messages, tool_results
 from tests.modelserver import ModelServer
 
 # A 1x1 PNG, as IPython's display sends it (base64).
@@ -66,8 +66,8 @@ async def test_a_displayed_png_survives_a_restart(start_server: StartServer, mod
 
 def saved_displays(data_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """The image entry of the saved conversation, and the files beside it (name -> text)."""
-    saved = next(data_dir.glob("sessions/*/*.json"))
-    image = next(m for m in json.loads(saved.read_bytes())["messages"] if m["type"] == "image")
+    saved = next(data_dir.glob("sessions/*/*.jsonl"))
+    image = next(m for m in saved_messages(saved) if m["type"] == "image")
     folder = saved.with_name(saved.stem + ".files")
     return image, {f.name: f.read_text() for f in folder.iterdir()}
 
@@ -123,7 +123,7 @@ async def saved(data_dir: Path, text: str, timeout: float = 30) -> None:
     """Wait until a conversation file in `data_dir` holds `text` (a save has happened)."""
     async with asyncio.timeout(timeout):
         while not any(text in p.read_text(encoding="utf-8", errors="replace")  # noqa: ASYNC110 (a file: no event)
-                      for p in (data_dir / "sessions").rglob("*.json")):
+                      for p in (data_dir / "sessions").rglob("*.jsonl")):
             await asyncio.sleep(0.05)
 
 

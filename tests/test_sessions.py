@@ -18,10 +18,10 @@ import pytest
 from oi_lsp.client import OIClient, to_uri
 from oi_lsp.core import conversation as conversation_module
 from oi_lsp.core.conversation import Conversation
-from oi_lsp.core.store import Store
+from oi_lsp.core.store import Batch, Store
 from oi_lsp.protocol import Message
 from tests import modelserver as ms
-from tests.conftest import StartServer
+from tests.conftest import StartServer, saved_messages
 from tests.modelserver import ModelServer
 
 
@@ -90,7 +90,7 @@ async def test_damaged_file_is_set_aside(start_server: StartServer, model: Model
     assert (await client.chat("hello again"))["status"] == "done"
     await client.close()
     # The new conversation is saved beside the damaged one, which is still there.
-    saved = [p for p in folder.glob("*.json")]
+    saved = list(folder.glob("*.jsonl"))
     assert len(saved) == 1 and "hello again" in saved[0].read_text()
     assert aside[0].exists()
 
@@ -112,7 +112,7 @@ async def test_single_conversation_file_of_older_versions_is_migrated(
     listed = (await client.request("oi/sessions", {}))["sessions"]
     assert [(s["title"], s["messageCount"], s["current"]) for s in listed] == [
         ("old one", 2, True)]
-    assert not legacy.exists() and len(list(store.folder(uri).glob("*.json"))) == 1
+    assert not legacy.exists() and len(list(store.folder(uri).glob("*.jsonl"))) == 1
     model.script(ms.text("I see the old one."))
     await client.chat("continue")
     assert "old answer" in requests_text(model)
@@ -176,6 +176,39 @@ async def test_several_conversations_and_export(start_server: StartServer, model
     assert (await again.request("oi/sessions", {}))["current"] == alpha
 
 
+async def test_history_in_pages_from_the_newest(start_server: StartServer, workspace: Path,
+                                               data_dir: Path) -> None:
+    store, uri = Store(data_dir), to_uri(workspace)
+    store.write(uri, "20261207-000000-abcdef", Batch(
+        1.0, "m0", 10, whole=[Message(role="user" if i in (0, 3, 7) else "assistant",
+                                      type="message", content=f"m{i}",
+                                      turn_id="t3" if 3 <= i <= 6 else f"t{i}")
+                              for i in range(10)]))
+    client = await start_server(workspace)
+
+    async def page(**params: object) -> tuple[list[str], int, int]:
+        got = await client.request("oi/history", params)
+        return [m["content"] for m in got["messages"]], got["start"], got["total"]
+
+    # m3 to m6 are one turn: a page that begins inside it begins with it.
+    assert await page(limit=1) == (["m9"], 9, 10)
+    assert await page(limit=4) == (["m3", "m4", "m5", "m6", "m7", "m8", "m9"], 3, 10)
+    assert await page(limit=4, before=8) == (["m3", "m4", "m5", "m6", "m7"], 3, 10)
+    assert await page(limit=2, before=3) == (["m1", "m2"], 1, 10)
+    assert await page(limit=4, before=3) == (["m0", "m1", "m2"], 0, 10)
+    assert await page(limit=1, before=99) == (["m9"], 9, 10)
+    assert await page() == ([f"m{i}" for i in range(10)], 0, 10)  # no limit: all of it
+    opened = await client.request("oi/session/new", {})
+    opened = await client.request("oi/session/open", {"id": "20261207-000000-abcdef",
+                                                      "limit": 1})
+    assert ([m["content"] for m in opened["messages"]], opened["start"], opened["total"]) == (
+        ["m9"], 9, 10)
+    for bad in ({"limit": 0}, {"before": -1}, {"limit": "ten"}):
+        with pytest.raises(Exception) as info:
+            await client.request("oi/history", bad)
+        assert getattr(info.value, "code", None) == -32602, bad
+
+
 async def test_switching_while_a_turn_runs_is_refused(client: OIClient,
                                                       model: ModelServer) -> None:
     model.script(ms.text("slow " * 30, pieces=30, delay=0.1))
@@ -195,16 +228,16 @@ def test_temp_files_of_interrupted_saves_are_removed(tmp_path: Path) -> None:
     the temp file of a save that a live server is making now."""
     store = Store(tmp_path)
     uri = "file:///some/workspace"
-    store.save(uri, "20261203-000000-abcdef", [], 0.0)
+    store.write(uri, "20261203-000000-abcdef", Batch(0.0, "", 0, whole=[]))
     folder = store.folder(uri)
     dead = psutil.Popen(["true"])
     dead.wait()
-    killed = folder / f".20261203-000000-abcdef.json.{dead.pid}.tmp"
-    live = folder / f".20261203-000000-abcdef.json.{os.getpid()}.tmp"
+    killed = folder / f".20261203-000000-abcdef.jsonl.{dead.pid}.tmp"
+    live = folder / f".20261203-000000-abcdef.jsonl.{os.getpid()}.tmp"
     for path in (killed, live):
         path.write_text('{"half a')
-    loaded = store.load(uri)
-    assert loaded.id == "20261203-000000-abcdef" and loaded.messages == []
+    assert store.current(uri) == "20261203-000000-abcdef"
+    assert store.open(uri, "20261203-000000-abcdef").messages == []
     assert not killed.exists() and live.exists()
 
 
@@ -213,10 +246,10 @@ class CountingStore(Store):
 
     saves = 0
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def write(self, *args: object, **kwargs: object) -> None:
         time.sleep(0.02)
         CountingStore.saves += 1
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().write(*args, **kwargs)  # type: ignore[arg-type]
 
 
 async def test_changes_back_to_back_share_saves(data_dir: Path, tmp_path: Path,
@@ -230,8 +263,8 @@ async def test_changes_back_to_back_share_saves(data_dir: Path, tmp_path: Path,
         conversation.record(Message(role="user", type="message", content=f"m{i}"))
         await asyncio.sleep(0.005)
     await conversation.flush()
-    saved = json.loads(conversation.file().read_text(encoding="utf-8"))
-    assert [m["content"] for m in saved["messages"]] == [f"m{i}" for i in range(60)]
+    saved = saved_messages(conversation.file())
+    assert [m["content"] for m in saved] == [f"m{i}" for i in range(60)]
     assert CountingStore.saves <= 10, CountingStore.saves
     await conversation.close()
 
@@ -240,9 +273,9 @@ class StartCountingStore(Store):
     """Counts the saves begun."""
     begun = 0
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def write(self, *args: object, **kwargs: object) -> None:
         StartCountingStore.begun += 1
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().write(*args, **kwargs)  # type: ignore[arg-type]
 
 
 async def test_a_save_lets_the_answer_go_first_unless_flushed(
@@ -260,8 +293,8 @@ async def test_a_save_lets_the_answer_go_first_unless_flushed(
     conversation.record(Message(role="user", type="message", content="second"))
     await asyncio.wait_for(conversation.flush(), 5)
     assert StartCountingStore.begun == 1
-    saved = json.loads(conversation.file().read_text(encoding="utf-8"))
-    assert [m["content"] for m in saved["messages"]] == ["first", "second"]
+    saved = saved_messages(conversation.file())
+    assert [m["content"] for m in saved] == ["first", "second"]
     await conversation.close()
 
 
@@ -277,13 +310,13 @@ async def test_a_closed_conversation_leaves_nothing_behind(data_dir: Path, tmp_p
         conversation.record(Message(role="user", type="message", content=f"kept-{i}-3f9a"))
     await conversation.flush()
     await conversation.close()
-    saved = conversation.file().read_text(encoding="utf-8")
+    saved = saved_messages(conversation.file())
     del conversation
     gc.collect()
     alive = [o for o in gc.get_objects()
              if isinstance(o, Message) and o.content.endswith("-3f9a")]
     assert alive == []
-    assert len(json.loads(saved)["messages"]) == 3  # all saved before it went
+    assert len(saved) == 3  # all saved before it went
 
 
 async def test_a_turns_usage_is_kept_on_its_last_entry(start_server: StartServer,

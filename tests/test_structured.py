@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import shutil
 import time
@@ -26,7 +25,7 @@ from oi_lsp.core.conversation import Conversation
 from oi_lsp.core.store import Store
 from oi_lsp.protocol import Message
 from tests import modelserver as ms
-from tests.conftest import StartServer, next_proposal
+from tests.conftest import StartServer, next_proposal, saved_messages
 from tests.hardening import wait_gone
 from tests.modelserver import ModelServer
 
@@ -228,25 +227,17 @@ async def test_a_vanished_client_leaves_nothing(start_server: StartServer, model
     log = client.stderr.decode(errors="replace")
     assert "Task was destroyed" not in log and "never retrieved" not in log, log[-3000:]
     # The run's code was saved with how it ended.
-    saved = [m for path in await asyncio.to_thread(lambda: list(data_dir.rglob("*.json")))
-             for m in _messages(path) if m.get("content") == CHILD and m["type"] == "code"]
+    saved = [m for path in await asyncio.to_thread(lambda: list(data_dir.rglob("*.jsonl")))
+             for m in saved_messages(path) if m.get("content") == CHILD and m["type"] == "code"]
     assert [m.get("outcome") for m in saved] == ["stopped"], saved
-
-
-def _messages(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return data.get("messages", []) if isinstance(data, dict) else []
 
 
 class SlowStore(Store):
     """A slow disk: every save takes a second."""
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
+    def write(self, *args: Any, **kwargs: Any) -> None:
         time.sleep(1.0)
-        super().save(*args, **kwargs)
+        super().write(*args, **kwargs)
 
 
 @pytest.mark.parametrize("cancel", ["scope", "task"])
@@ -267,6 +258,6 @@ async def test_a_cancelled_save_still_saves(cancel: str, data_dir: Path, tmp_pat
         flushing.cancel()
         await asyncio.wait([flushing])
     await asyncio.sleep(2.5)  # both saves' time, had they gone on
-    saved = json.loads(conversation.file().read_text(encoding="utf-8"))
-    assert [m["content"] for m in saved["messages"]] == ["first", "second"]
+    saved = saved_messages(conversation.file())
+    assert [m["content"] for m in saved] == ["first", "second"]
     await conversation.close()

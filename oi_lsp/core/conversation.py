@@ -24,10 +24,14 @@ from ..protocol import (
 from . import export
 from .aio import in_thread, to_disk
 from .store import (
+    Batch,
     Claim,
     ConversationInUse,
+    DamagedConversation,
+    Loaded,
     Store,
     Summary,
+    UnknownConversation,
     is_display,
     new_conversation_id,
     title_of,
@@ -45,6 +49,11 @@ SAVE_GAP = 0.1  # seconds between saves while changes keep coming
 # thread, its GIL hand-offs and two fsyncs (about 1 ms of a warm round trip that follows an
 # idle moment, bench row 1a). flush() cuts the wait: a turn's result still waits for its save.
 SAVE_DELAY = 0.005
+# The record is rewritten as its messages alone once the lines that no longer count (replaced
+# messages, dropped ones) are this many and more than the messages: a rewrite per so many
+# changes, so a change costs the same at any length.
+COMPACT_AFTER = 500
+_TURNS_KEPT = 8  # where the last turns began, to find their messages without a walk of all
 
 
 class Conversation:
@@ -54,38 +63,88 @@ class Conversation:
         self.store = store
         self._notice = notice
         self.save_error: str | None = None  # why the last save failed; None once one works
-        loaded = store.load(workspace)
-        self.id = loaded.id
-        self.messages = loaded.messages
-        self.created = loaded.created
-        if loaded.notice:
-            notice(loaded.notice)
-        try:
+        self.messages: list[Message] = []
+        self.created = time.time()
+        # What the record on disk holds (as of the writes handed to the thread): its messages,
+        # its lines that no longer count, whether it exists; and what changed since.
+        self._written = 0
+        self._dead = 0
+        self._on_disk = False
+        self._touched: set[int] = set()  # indices of written messages that changed
+        self._cut: int | None = None  # %undo: keep only this many
+        self._sync = False  # the next write is fsynced (an approval, a turn's end)
+        self._unsynced = False  # a write since the last fsync
+        self._turns: dict[str, int] = {}  # where each of the last turns began
+        self._saving: asyncio.Task[None] | None = None
+        self._dirty = False
+        self._hurry = asyncio.Event()  # set by flush(): save what is left without a gap
+        current = store.current(workspace)
+        self.id = current or new_conversation_id()
+        try:  # held before it is read: what is read is what this server goes on writing
             self._claim = store.claim(workspace, self.id)
         except ConversationInUse:
             # Another editor's server writes that one: this editor goes on in a new one, so
             # neither overwrites the other's messages.
-            notice(f"The conversation “{title_of(self.messages) or self.id}” of this folder "
-                   "is open in another editor. This editor starts a new conversation; both "
-                   "are kept (the conversation list shows them).")
-            self.id, self.messages, self.created = new_conversation_id(), [], time.time()
+            notice(f"The conversation “{store.title(workspace, self.id) or self.id}” of this "
+                   "folder is open in another editor. This editor starts a new conversation; "
+                   "both are kept (the conversation list shows them).")
+            current, self.id = None, new_conversation_id()
             self._claim = store.claim(workspace, self.id)
-        self._saving: asyncio.Task[None] | None = None
-        self._dirty = False
-        self._hurry = asyncio.Event()  # set by flush(): save what is left without a gap
+        if current is not None:
+            self._load(notice)
         self._displayed = _display_size(self.messages)
-        if settle_loaded(self.messages):
+        settled = settle_loaded(self.messages)
+        if settled:
+            self._touched.update(settled)
             self._dirty = True  # saved with the next change (it needs a running loop)
+
+    def _load(self, notice: Callable[[str], None]) -> None:
+        try:
+            loaded = self.store.open(self.workspace, self.id)
+        except UnknownConversation:
+            return
+        except DamagedConversation as exc:
+            notice(f"{exc}; a new conversation started.")
+            self._claim.release()
+            self.id = new_conversation_id()
+            self._claim = self.store.claim(self.workspace, self.id)
+            return
+        if loaded.notice:
+            notice(loaded.notice)
+        self.messages, self.created = loaded.messages, loaded.created
+        self._written, self._dead, self._on_disk = (len(loaded.messages), loaded.dead,
+                                                    loaded.on_disk)
 
     # Messages ----------------------------------------------------------------------------
 
     def record(self, message: Message) -> None:
+        if message.turn_id is not None and message.turn_id not in self._turns:
+            if len(self._turns) >= _TURNS_KEPT:
+                del self._turns[next(iter(self._turns))]
+            self._turns[message.turn_id] = len(self.messages)
         self.messages.append(message)
         self._save_soon()
 
-    def changed(self) -> None:
-        """A recorded message was updated (a proposal's outcome): save again."""
-        self._save_soon()
+    def changed(self, message: Message) -> None:
+        """A recorded message was updated (a proposal's risk or outcome): save it again, at
+        once to disk (an approval is not lost with a power cut)."""
+        index = next((i for i in range(len(self.messages) - 1, -1, -1)
+                      if self.messages[i] is message), None)
+        if index is not None:
+            self._touch(index)
+            self._sync = True
+            self._save_soon()
+
+    def _touch(self, index: int) -> None:
+        if index < self._written:
+            self._touched.add(index)
+
+    def _of_turn(self, turn_id: str) -> list[int]:
+        """The indices of a turn's messages, oldest first: from where the turn began when
+        that is known (the last turns), else from the start."""
+        start = self._turns.get(turn_id, 0)
+        return [i for i in range(start, len(self.messages))
+                if self.messages[i].turn_id == turn_id]
 
     def record_displays(self, chunks: list[Chunk], turn_id: str,
                         tool_call_id: str | None = None) -> None:
@@ -112,33 +171,41 @@ class Conversation:
 
     def note_usage(self, turn_id: str, usage: Usage) -> None:
         """Keep a turn's usage on its last entry (clients draw it after the turn)."""
-        last = next((m for m in reversed(self.messages) if m.turn_id == turn_id), None)
-        if last is not None:
-            last.usage = usage
+        mine = self._of_turn(turn_id)
+        if mine:
+            self.messages[mine[-1]].usage = usage
+            self._touch(mine[-1])
             self._save_soon()
 
     def note_stopped(self, turn_id: str) -> None:
         """Mark the last entry of a turn the user stopped (clients say so after it, as they
         did live), unless a proposal or run of the turn is stopped (or still waits, to be
         settled so): its outcome says it already."""
-        mine = [m for m in self.messages if m.turn_id == turn_id]
-        if mine and not any(_is_code(m) and m.outcome in (None, "stopped", "expired")
-                            for m in mine):
-            mine[-1].stopped = True
+        mine = self._of_turn(turn_id)
+        if mine and not any(_is_code(self.messages[i])
+                            and self.messages[i].outcome in (None, "stopped", "expired")
+                            for i in mine):
+            self.messages[mine[-1]].stopped = True
+            self._touch(mine[-1])
             self._save_soon()
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:
         """Give the turn's proposals that have no outcome yet this one (stopped, expired)."""
-        pending = [m for m in self.messages if m.turn_id == turn_id and _is_code(m)
-                   and m.outcome is None]
-        for message in pending:
-            message.outcome = fate
+        pending = [i for i in self._of_turn(turn_id) if _is_code(self.messages[i])
+                   and self.messages[i].outcome is None]
+        for index in pending:
+            self.messages[index].outcome = fate
+            self._touch(index)
         if pending:
+            self._sync = True
             self._save_soon()
 
     def keep(self, count: int) -> None:
         """Drop every message after the first `count` (%undo)."""
         del self.messages[count:]
+        self._cut = count if self._cut is None else min(self._cut, count)
+        self._touched = {i for i in self._touched if i < count}
+        self._turns = {t: i for t, i in self._turns.items() if i < count}
         self._save_soon()
 
     def _save_soon(self) -> None:
@@ -153,20 +220,44 @@ class Conversation:
             await self._hurry.wait()
         while self._dirty:
             self._dirty = False
-            snapshot = list(self.messages)
+            batch = self._batch()
             try:  # a thread anyio waits for even when cancelled: a save is never cut
-                await anyio.to_thread.run_sync(self.store.save, self.workspace, self.id,
-                                               snapshot, self.created)
+                await anyio.to_thread.run_sync(self.store.write, self.workspace, self.id,
+                                               batch)
             except OSError as exc:
+                self._on_disk = False  # the next write is the whole record again
                 self._failed(exc)
             else:
                 self.save_error = None
+                self._unsynced = not batch.sync and batch.whole is None
             if self._dirty and not self._hurry.is_set():
                 # Changes came during the save (runs back to back): one save for all that
                 # come within SAVE_GAP, instead of a whole-file write and two fsyncs each. The
                 # first change after a quiet moment is saved at once; flush() cuts the wait.
                 with anyio.move_on_after(SAVE_GAP):
                     await self._hurry.wait()
+
+    def _batch(self) -> Batch:
+        """What changed since the last write, taken on the event loop (the thread writes it
+        while the conversation goes on): new messages, changed ones, a cut; or the whole
+        record when it has none yet or its dead lines call for a compaction."""
+        count = len(self.messages)
+        sync = self._sync or self._hurry.is_set()
+        title = title_of(self.messages)
+        if not self._on_disk or self._dead >= max(COMPACT_AFTER, count):
+            batch = Batch(self.created, title, count, whole=list(self.messages), sync=True)
+            self._on_disk, self._dead = True, 0
+        else:
+            base = self._written if self._cut is None else min(self._cut, self._written)
+            cut = base if base < self._written else None
+            changed = sorted(i for i in self._touched if i < base)
+            batch = Batch(self.created, title, count, cut=cut,
+                          changes=[(i, self.messages[i]) for i in changed]
+                          + [(i, self.messages[i]) for i in range(base, count)], sync=sync)
+            self._dead += len(changed) + (0 if cut is None else 1 + self._written - base)
+        self._written, self._cut, self._sync = count, None, False
+        self._touched = set()
+        return batch
 
     def _failed(self, exc: OSError) -> None:
         """Say the first time saving fails (a read-only or full data folder), not at every
@@ -180,7 +271,11 @@ class Conversation:
             self._notice(self.save_error)
 
     async def flush(self) -> None:
-        """Wait until what was recorded is on disk (or saving failed: see save_error)."""
+        """Wait until what was recorded is on disk, fsynced (or saving failed: see
+        save_error)."""
+        if self._dirty or self._unsynced:
+            self._sync = True
+            self._save_soon()
         if self._saving is not None:
             self._hurry.set()
             # Shielded: a stop or a timeout waits for the save; a cancelled caller (the
@@ -220,6 +315,20 @@ class Conversation:
         return conversation_id, await in_thread(self.store.read, self.workspace,
                                                         conversation_id)
 
+    def page(self, before: int | None, limit: int | None) -> tuple[int, list[Message], int]:
+        """(index of the first, the messages, how many in all) of the `limit` messages before
+        `before` (the newest when None; all of them when `limit` is None), from the start of
+        the turn the first of them is in: a page never splits a turn (a proposal from the run
+        it led to), so a client draws each page as it drew it live."""
+        messages = self.messages
+        total = len(messages)
+        end = total if before is None else min(before, total)
+        start = 0 if limit is None else max(0, end - limit)
+        turn = messages[start].turn_id if start < end else None
+        while turn is not None and start > 0 and messages[start - 1].turn_id == turn:
+            start -= 1
+        return start, messages[start:end], total
+
     async def export(self, conversation_id: str | None,
                      fmt: ExportFormat) -> SessionExportResult:
         conversation_id, messages = await self.read(conversation_id)
@@ -233,35 +342,44 @@ class Conversation:
         file was read."""
         if conversation_id == self.id:
             return
-        messages = await in_thread(self.store.read, self.workspace, conversation_id)
-        still_free()
         claim = self.store.claim(self.workspace, conversation_id)  # raises ConversationInUse
-        await self.flush()
-        await self._switch(conversation_id, messages, claim)
+        try:
+            await self.flush()  # the open one's last write, before its record is closed
+            loaded = await in_thread(self.store.open, self.workspace, conversation_id)
+            still_free()
+        except BaseException:
+            claim.release()
+            raise
+        await self._switch(conversation_id, loaded, claim)
+        if loaded.notice:
+            self._notice(loaded.notice)
 
     async def begin(self, messages: list[Message]) -> None:
         """Open a new conversation holding `messages` (the open one stays saved; an empty one
         is reused)."""
         await self.flush()
-        if self.messages:
-            conversation_id = new_conversation_id()
-            await self._switch(conversation_id, messages,
-                               self.store.claim(self.workspace, conversation_id))
-        else:
-            await self._switch(self.id, messages, self._claim)
+        conversation_id = new_conversation_id() if self.messages else self.id
+        claim = self.store.claim(self.workspace, conversation_id) if self.messages \
+            else self._claim
+        await self._switch(conversation_id,
+                           Loaded(conversation_id, messages, time.time(), on_disk=False), claim)
         if messages:
             self._save_soon()
 
-    async def _switch(self, conversation_id: str, messages: list[Message],
-                      claim: Claim) -> None:
+    async def _switch(self, conversation_id: str, loaded: Loaded, claim: Claim) -> None:
+        """Go on in another conversation: one read from its record, or a new one (not on
+        disk: its record is written whole with its first change)."""
         if claim is not self._claim:
             self._claim.release()
             self._claim = claim
-        settle_loaded(messages)
         self.id = conversation_id
-        self.messages = messages
-        self.created = time.time()
-        self._displayed = _display_size(messages)
+        self.messages, self.created = loaded.messages, loaded.created
+        self._written = len(loaded.messages) if loaded.on_disk else 0
+        self._dead, self._on_disk = loaded.dead, loaded.on_disk
+        self._touched, self._cut, self._turns = set(settle_loaded(self.messages)), None, {}
+        if self._touched:
+            self._save_soon()
+        self._displayed = _display_size(self.messages)
         try:  # what the next server opens; failing that loses nothing of the conversation
             await to_disk(self.store.set_current, self.workspace, conversation_id)
         except OSError as exc:
@@ -278,11 +396,11 @@ def _is_code(message: Message) -> bool:
     return message.type == "code" and message.role in ("assistant", "user")
 
 
-def settle_loaded(messages: list[Message]) -> bool:
+def settle_loaded(messages: list[Message]) -> list[int]:
     """Outcomes for code messages that have none: saved by an older oi-lsp (read from what
     followed them), or pending when the server stopped (`expired`: the turn ended with it).
-    Whether any changed."""
-    changed = False
+    The indices of those that changed."""
+    changed = []
     for i, message in enumerate(messages):
         if not _is_code(message) or message.outcome is not None:
             continue
@@ -300,7 +418,7 @@ def settle_loaded(messages: list[Message]) -> bool:
             message.outcome = "skipped"  # the conversation went on without running it
         else:
             message.outcome = "expired"
-        changed = True
+        changed.append(i)
     return changed
 
 

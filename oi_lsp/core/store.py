@@ -1,29 +1,36 @@
-"""Saving and loading a workspace's conversations, atomically, under the user data folder.
+"""Saving and loading a workspace's conversations under the user data folder.
 
 Layout (under `<data dir>/sessions/`):
-    <hash of the workspace URI>/<conversation id>.json   one file per conversation
-    <hash of the workspace URI>/current                  the id of the open conversation
-    <hash of the workspace URI>/<conversation id>.lock   held by the server that has it open
-    <hash of the workspace URI>/<conversation id>.files/ the images and HTML its runs displayed,
-                                                         one file each, named by their hash
-    <hash of the workspace URI>.json                     the old single-conversation file: moved
-                                                         into the folder (migrated) when read
-Every write goes to a temp file, is fsynced and renamed over the old file, so a server killed
-at any moment leaves the old or the new file whole. Each server writes only the conversations
-it holds (a lock per conversation, released when the server exits in any way), so two editors
-on one folder never overwrite each other's messages.
+    <hash of the workspace URI>/<conversation id>.jsonl   its append-only record (journal.py)
+    <hash of the workspace URI>/<conversation id>.summary its title, times and size, to list it
+                                                          without reading the record
+    <hash of the workspace URI>/current                   the id of the open conversation
+    <hash of the workspace URI>/<conversation id>.lock    held by the server that has it open
+    <hash of the workspace URI>/<conversation id>.files/  the images and HTML its runs
+                                                          displayed, one file each, named by
+                                                          their hash
+    <hash of the workspace URI>/<conversation id>.json    the whole-file format of oi-lsp 0.x
+                                                          before the record: read, and migrated
+                                                          when opened (kept as .json.migrated)
+    <hash of the workspace URI>.json                      the older single-conversation file:
+                                                          moved into the folder when read
+Each server writes only the conversations it holds (a lock per conversation, released when
+the server exits in any way), so two editors on one folder never overwrite each other's
+messages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import secrets
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +38,18 @@ import psutil
 from filelock import FileLock, Timeout
 from pydantic import TypeAdapter, ValidationError
 
-from ..common.files import atomic_write, data_dir, digest
+from ..common.files import atomic_write, data_dir, digest, temp_path
 from ..protocol import CONVERSATION_ID, Message
+from . import journal
+from .journal import Journal
 
 log = logging.getLogger(__name__)
 
 _MESSAGES = TypeAdapter(list[Message])
-FORMAT_VERSION = 2
 _ID = re.compile(CONVERSATION_ID)  # ids name files: no dots, no slashes
 TITLE_LENGTH = 80
 _STALE_TEMP = 600.0  # seconds: a temp file older than this is no save in progress
+_READ_ERRORS = (OSError, ValueError, KeyError, TypeError, ValidationError)
 
 
 class UnknownConversation(LookupError):
@@ -66,12 +75,28 @@ class Summary:
 
 @dataclass(slots=True)
 class Loaded:
-    """The conversation a workspace had open, and a notice when a damaged file was set aside."""
+    """A conversation opened to be written: its messages, the lines of its record that no
+    longer count (for compaction), and a notice when a torn last line was dropped."""
 
     id: str
     messages: list[Message]
     created: float
+    dead: int = 0
     notice: str | None = None
+    on_disk: bool = True  # its record exists (else the first write is the whole of it)
+
+
+@dataclass(slots=True)
+class Batch:
+    """What changed in the open conversation since the last write."""
+
+    created: float
+    title: str
+    count: int  # messages once it is written
+    cut: int | None = None  # first, keep only this many messages (%undo)
+    changes: list[tuple[int, Message]] = field(default_factory=list)  # new or changed, by index
+    whole: list[Message] | None = None  # write the record anew as these (new or compacted)
+    sync: bool = False  # fsync: a turn's end, an approval
 
 
 class Claim:
@@ -109,19 +134,21 @@ class Store:
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or data_dir()) / "sessions"
         # The file each displayed image or HTML was saved as, by the content string's id (its
-        # hash is computed once, not at every save of the conversation).
+        # hash is computed once, not at every write that names it).
         self._names: dict[int, tuple[str, str]] = {}
-        # Per workspace, its conversation last saved and each of its messages as JSON text
-        # (see _encoded).
-        self._encoded_last: dict[str, tuple[str, dict[int, tuple[Message, Any, str]]]] = {}
+        self._journals: dict[Path, Journal] = {}  # the open conversations' records
+        self._journals_lock = threading.Lock()  # workspaces write from threads of their own
 
     def folder(self, workspace: str) -> Path:
         return self.root / digest(workspace)
 
     def closed(self, workspace: str) -> None:
-        """The workspace's conversation was closed (its last save done): what the saves kept
-        of it goes too, or a daemon serving folder after folder kept every closed one's."""
-        self._encoded_last.pop(workspace, None)
+        """The workspace's conversation was closed (its last write done): its record's file
+        is closed too, or a daemon serving folder after folder kept every one open."""
+        folder = self.folder(workspace)
+        with self._journals_lock:
+            for path in [p for p in self._journals if p.parent == folder]:
+                self._journals.pop(path).close()
 
     def spill_dir(self, workspace: str, conversation_id: str) -> Path:
         """Where the whole outputs of a conversation's runs go when the model sees them
@@ -131,61 +158,151 @@ class Store:
     def path(self, workspace: str, conversation_id: str) -> Path:
         if not valid_id(conversation_id):
             raise UnknownConversation(f"no conversation {conversation_id!r}")
-        return self.folder(workspace) / f"{conversation_id}.json"
+        return self.folder(workspace) / f"{conversation_id}{journal.SUFFIX}"
 
     # Reading -----------------------------------------------------------------------------
 
-    def load(self, workspace: str) -> Loaded:
-        """The conversation the workspace had open (a new empty one when there is none)."""
+    def current(self, workspace: str) -> str | None:
+        """The id of the conversation the workspace had open, if it has one."""
         self._migrate(workspace)
         self._drop_stale_temp(workspace)
-        current = self._current(workspace)
-        if current is None:
-            return Loaded(new_conversation_id(), [], time.time())
+        return self._current(workspace)
+
+    def open(self, workspace: str, conversation_id: str) -> Loaded:
+        """Read a conversation to go on writing it (hold its claim first): an older file is
+        migrated to a record, a torn last line is cut off (and said, once). Raises
+        UnknownConversation, or DamagedConversation after moving the file aside."""
+        path = self.path(workspace, conversation_id)
+        legacy = path.with_suffix(".json")
+        if not path.exists() and legacy.exists():
+            try:
+                self._migrate_file(workspace, conversation_id, legacy)
+            except OSError:  # read from the old file; the first write says why it fails
+                data, created = self._read_legacy(legacy, conversation_id)
+                return Loaded(conversation_id, _MESSAGES.validate_python(
+                    [_inline(m, self._files(path)) for m in data]), created, on_disk=False)
+        replayed = self._replay(path, conversation_id)
+        messages = self._messages(replayed, path)
+        notice = None
+        if replayed.torn:
+            notice = (f"The last change to this conversation ({replayed.torn} bytes) was cut "
+                      "off when oi-lsp stopped and could not be read; everything before it "
+                      "is kept.")
+            log.warning("%s: dropped a torn last line of %d bytes", path, replayed.torn)
         try:
-            messages, created = self._read(workspace, current)
-            return Loaded(current, messages, created)
-        except UnknownConversation:
-            return Loaded(current, [], time.time())
-        except DamagedConversation as exc:
-            return Loaded(new_conversation_id(), [], time.time(),
-                          f"{exc}; a new conversation started.")
+            self._journal(path).resume(replayed)
+        except OSError as exc:  # a read-only data folder: the writes say so
+            log.warning("cannot reopen %s for writing: %s", path, exc)
+        return Loaded(conversation_id, messages, _created(replayed.header), replayed.dead,
+                      notice)
 
     def read(self, workspace: str, conversation_id: str) -> list[Message]:
-        """Raises UnknownConversation, or DamagedConversation after moving the file aside."""
-        return self._read(workspace, conversation_id)[0]
-
-    def _read(self, workspace: str, conversation_id: str) -> tuple[list[Message], float]:
+        """A saved conversation's messages, written by nobody here (another conversation of
+        the workspace, perhaps open in another editor). Raises UnknownConversation, or
+        DamagedConversation after moving the file aside."""
         path = self.path(workspace, conversation_id)
+        legacy = path.with_suffix(".json")
+        if not path.exists() and legacy.exists():
+            data, _ = self._read_legacy(legacy, conversation_id)
+            return _MESSAGES.validate_python([_inline(m, self._files(path)) for m in data])
+        return self._messages(self._replay(path, conversation_id), path)
+
+    def _replay(self, path: Path, conversation_id: str) -> journal.Replay:
         try:
-            data = _parse(path.read_bytes())
-            messages = [_inline(m, self._files(path)) for m in data["messages"]]
-            return _MESSAGES.validate_python(messages), float(
-                data.get("created") or data.get("updated") or 0)
+            return journal.replay(path.read_bytes())
         except FileNotFoundError:
             raise UnknownConversation(f"no conversation {conversation_id!r}") from None
-        except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+        except (OSError, journal.Damaged) as exc:
             raise DamagedConversation(_set_aside(path, exc)) from None
+
+    def _messages(self, replayed: journal.Replay, path: Path) -> list[Message]:
+        files = self._files(path)
+        try:
+            return _MESSAGES.validate_python([_inline(m, files) for m in replayed.messages])
+        except ValidationError as exc:
+            raise DamagedConversation(_set_aside(path, exc)) from None
+
+    def _read_legacy(self, legacy: Path, conversation_id: str,
+                     ) -> tuple[list[dict[str, Any]], float]:
+        """The messages (as saved) and creation time of a whole-file conversation."""
+        try:
+            data = _parse(legacy.read_bytes())
+            messages = data["messages"]
+            _MESSAGES.validate_python(messages)
+            return messages, float(data.get("created") or data.get("updated") or 0)
+        except FileNotFoundError:
+            raise UnknownConversation(f"no conversation {conversation_id!r}") from None
+        except _READ_ERRORS as exc:
+            raise DamagedConversation(_set_aside(legacy, exc)) from None
+
+    def _migrate_file(self, workspace: str, conversation_id: str, legacy: Path) -> None:
+        """Write a whole-file conversation as a record, then keep the old file as
+        `.json.migrated` (read by nothing; an older oi-lsp's copy). A folder that cannot be
+        written leaves it: it is read from the old file until it can."""
+        messages, created = self._read_legacy(legacy, conversation_id)
+        lines = [journal.header_line(workspace, conversation_id, created)]
+        lines += [journal.message_line(i, m) for i, m in enumerate(messages)]
+        path = self.path(workspace, conversation_id)
+        try:
+            Journal(path).start(lines)
+            os.replace(legacy, legacy.with_name(legacy.name + ".migrated"))
+        except OSError as exc:
+            log.warning("cannot migrate %s: %s", legacy, exc)
+            path.unlink(missing_ok=True)
+            raise
+        log.info("migrated %s to %s (%d messages)", legacy.name, path.name, len(messages))
 
     def summaries(self, workspace: str) -> list[Summary]:
         """Every readable saved conversation of the workspace, newest first. A damaged file is
         left where it is (it is moved aside when someone opens it) and skipped."""
         self._migrate(workspace)
+        folder = self.folder(workspace)
+        found = {p.stem: p for p in folder.glob("*.json")}
+        found.update({p.stem: p for p in folder.glob(f"*{journal.SUFFIX}")})
         summaries = []
-        for path in self.folder(workspace).glob("*.json"):
+        for conversation_id, path in found.items():
             try:
-                data = _parse(path.read_bytes())
-                messages = data["messages"]
-                title = data.get("title")
-                if not isinstance(title, str):
-                    title = title_of(_MESSAGES.validate_python(messages))
-                updated = float(data.get("updated") or path.stat().st_mtime)
-                summaries.append(Summary(path.stem, title,
-                                         float(data.get("created") or updated), updated,
-                                         len(messages)))
-            except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+                summaries.append(self._summary(conversation_id, path))
+            except _READ_ERRORS as exc:
                 log.warning("skipping unreadable conversation %s: %s", path, exc)
         return sorted(summaries, key=lambda s: s.updated, reverse=True)
+
+    def title(self, workspace: str, conversation_id: str) -> str:
+        """A saved conversation's title ("" when it cannot be read)."""
+        path = self.path(workspace, conversation_id)
+        for candidate in (path, path.with_suffix(".json")):
+            with contextlib.suppress(*_READ_ERRORS):
+                return self._summary(conversation_id, candidate).title
+        return ""
+
+    def _summary(self, conversation_id: str, path: Path) -> Summary:
+        """From the summary written beside the record when it is of the record as it is;
+        else from the file itself (which writes the summary)."""
+        if path.suffix == ".json":
+            data = _parse(path.read_bytes())
+            messages = data["messages"]
+            title = data.get("title")
+            if not isinstance(title, str):
+                title = title_of(_MESSAGES.validate_python(messages))
+            updated = float(data.get("updated") or path.stat().st_mtime)
+            return Summary(conversation_id, title, float(data.get("created") or updated),
+                           updated, len(messages))
+        stat = path.stat()
+        side = path.with_suffix(".summary")
+        with contextlib.suppress(OSError, ValueError):
+            known = json.loads(side.read_bytes())
+            if known.get("size") == stat.st_size:
+                return Summary(conversation_id, str(known["title"]), float(known["created"]),
+                               float(known["updated"]), int(known["count"]))
+        replayed = journal.replay(path.read_bytes())
+        first = next((m for m in replayed.messages if m.get("role") == "user"
+                      and str(m.get("content") or "").strip()), None)
+        title = title_of(_MESSAGES.validate_python([first] if first else []))
+        summary = Summary(conversation_id, title, _created(replayed.header), stat.st_mtime,
+                          len(replayed.messages))
+        with contextlib.suppress(OSError):
+            _write_summary(side, summary, stat.st_size)
+        return summary
 
     def _current(self, workspace: str) -> str | None:
         try:
@@ -202,7 +319,7 @@ class Store:
             return
         conversation_id = new_conversation_id()
         self.folder(workspace).mkdir(parents=True, exist_ok=True)
-        os.replace(legacy, self.path(workspace, conversation_id))
+        os.replace(legacy, self.folder(workspace) / f"{conversation_id}.json")
         self.set_current(workspace, conversation_id)
         log.info("moved %s into %s", legacy, self.folder(workspace))
 
@@ -265,55 +382,57 @@ class Store:
         data["file"] = name
         return data
 
-    def save(self, workspace: str, conversation_id: str, messages: list[Message],
-             created: float) -> None:
-        """Write the conversation; it becomes the workspace's open one only when there is none
-        (switching is what changes it: a second editor's saves never point it elsewhere)."""
-        path = self.path(workspace, conversation_id)
-        head = json.dumps({
-            "version": FORMAT_VERSION,
-            "workspace": workspace,
-            "id": conversation_id,
-            "title": title_of(messages),
-            "created": created,
-            "updated": time.time(),
-        }, ensure_ascii=False)
-        encoded = self._encoded(workspace, conversation_id, messages, self._files(path))
-        body = f'{head[:-1]}, "messages": [{", ".join(encoded)}]}}'
-        atomic_write(path, body.encode())
-        if self._current(workspace) is None:
-            self.set_current(workspace, conversation_id)
+    def _journal(self, path: Path) -> Journal:
+        """The record's writer; a workspace has one conversation open, so opening another
+        of its folder closes the one before."""
+        with self._journals_lock:
+            known = self._journals.get(path)
+            if known is None:
+                for other in [p for p in self._journals if p.parent == path.parent]:
+                    self._journals.pop(other).close()
+                known = self._journals[path] = Journal(path)
+            return known
 
-    def _encoded(self, workspace: str, conversation_id: str, messages: list[Message],
-                 files: Path) -> list[str]:
-        """Each message as JSON text. The whole conversation is saved after every change,
-        and encoding all of it each time cost a long session more at every run (a thread
-        holding the GIL while the next run went on). A message once recorded changes only its
-        outcome, edited code, usage and stopped mark, so its text from the last save is reused
-        while those are the same (and it is the same object); displays go through _external
-        every time."""
-        last_id, last = self._encoded_last.get(workspace, ("", {}))
-        known = last if last_id == conversation_id else {}
-        kept: dict[int, tuple[Message, Any, str]] = {}
-        out = []
-        for message in messages:
-            if is_display(message):
-                out.append(json.dumps(self._external(message, files), ensure_ascii=False))
-                continue
-            state = (message.outcome, message.edited_code, message.usage, message.stopped)
-            hit = known.get(id(message))
-            if hit is not None and hit[0] is message and hit[1] == state:
-                text = hit[2]
-            else:
-                text = json.dumps(message.model_dump(by_alias=True, exclude_none=True),
-                                  ensure_ascii=False)
-            kept[id(message)] = (message, state, text)
-            out.append(text)
-        self._encoded_last[workspace] = (conversation_id, kept)
-        return out
+    def write(self, workspace: str, conversation_id: str, batch: Batch) -> None:
+        """Add a batch of changes to the conversation's record (or write it anew); the
+        conversation becomes the workspace's open one only when there is none (switching is
+        what changes it: a second editor's writes never point it elsewhere)."""
+        path = self.path(workspace, conversation_id)
+        files = self._files(path)
+        record = self._journal(path)
+        if batch.whole is not None:
+            lines = [journal.header_line(workspace, conversation_id, batch.created)]
+            lines += [journal.message_line(i, self._external(m, files))
+                      for i, m in enumerate(batch.whole)]
+            record.start(lines)
+            if self._current(workspace) is None:
+                self.set_current(workspace, conversation_id)
+        else:
+            lines = [] if batch.cut is None else [journal.keep_line(batch.cut)]
+            lines += [journal.message_line(i, self._external(m, files))
+                      for i, m in batch.changes]
+            record.append(lines, batch.sync)
+        with contextlib.suppress(OSError):  # only a shortcut for listing it
+            _write_summary(path.with_suffix(".summary"),
+                           Summary(conversation_id, batch.title, batch.created, time.time(),
+                                   batch.count), path.stat().st_size)
 
     def set_current(self, workspace: str, conversation_id: str) -> None:
         atomic_write(self.folder(workspace) / "current", conversation_id.encode())
+
+
+def _created(header: dict[str, Any]) -> float:
+    created = header.get("created")
+    return float(created) if isinstance(created, int | float) else 0.0
+
+
+def _write_summary(path: Path, summary: Summary, size: int) -> None:
+    """Whole or not at all, without fsync: it is read only when `size` is the record's."""
+    tmp = temp_path(path)
+    tmp.write_text(json.dumps({"title": summary.title, "created": summary.created,
+                               "updated": summary.updated, "count": summary.message_count,
+                               "size": size}, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def is_display(message: Message) -> bool:

@@ -210,7 +210,7 @@ class Turn:
             return
         proposed = self._say("assistant", "code", code, language, call_id)
         proposed.risk = await self.gate.check(language, code)
-        self.conversation.changed()
+        self.conversation.changed(proposed)
         # Stopped while it waits, the proposal's fate is set by the workspace: stopped by the
         # user, or expired with the server.
         answer = await self.gate.ask(language, code, proposed.risk)
@@ -226,6 +226,7 @@ class Turn:
         ran = answer.code if answer.decision == "edit" and answer.code is not None else code
         if ran != code:
             proposed.edited_code = ran
+            self.conversation.changed(proposed)
         self._say("computer", "confirmation", ran, language, call_id)
         self.streamer.whole(self.turn_id, "computer", "confirmation", language, ran)
         try:
@@ -275,7 +276,7 @@ class Turn:
 
     def _settle(self, proposed: Message, fate: CodeOutcome) -> None:
         proposed.outcome = fate
-        self.conversation.changed()
+        self.conversation.changed(proposed)
 
 
 def _kept(context: EditorContext | None) -> MessageContext | None:

@@ -29,6 +29,7 @@ from ..protocol import (
     ConfigureParams,
     ConfigureResult,
     ExecuteParams,
+    HistoryParams,
     HistoryResult,
     InvalidParams,
     LanguagesResult,
@@ -220,9 +221,11 @@ async def reset(ls: OIServer, params: Any) -> dict[str, Any]:
 
 @SERVER.feature(protocol.HISTORY)
 def history(ls: OIServer, params: Any) -> dict[str, Any]:
-    workspace = _workspace(ls, _parse(WorkspaceParams, params))
-    return HistoryResult(workspace=workspace.uri,
-                         messages=workspace.conversation.messages).wire()
+    p = _parse(HistoryParams, params)
+    workspace = _workspace(ls, p)
+    start, messages, total = workspace.conversation.page(p.before, p.limit)
+    return HistoryResult(workspace=workspace.uri, messages=messages, start=start,
+                         total=total).wire()
 
 
 @SERVER.feature(protocol.CONFIGURE)
@@ -261,7 +264,7 @@ async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, p)
     with refusals():
         await workspace.open_conversation(p.id)
-    return _session_result(workspace)
+    return _session_result(workspace, p.limit)
 
 
 @SERVER.feature(protocol.SESSION_NEW)
@@ -272,10 +275,11 @@ async def session_new(ls: OIServer, params: Any) -> dict[str, Any]:
     return _session_result(workspace)
 
 
-def _session_result(workspace: Workspace) -> dict[str, Any]:
+def _session_result(workspace: Workspace, limit: int | None = None) -> dict[str, Any]:
     conversation = workspace.conversation
-    return SessionResult(workspace=workspace.uri, id=conversation.id,
-                         messages=conversation.messages).wire()
+    start, messages, total = conversation.page(None, limit)
+    return SessionResult(workspace=workspace.uri, id=conversation.id, messages=messages,
+                         start=start, total=total).wire()
 
 
 @SERVER.feature(protocol.SESSION_EXPORT)
