@@ -402,3 +402,21 @@ def test_ctrl_c_while_an_answer_streams_prints_it_once(model: ModelServer, data_
     assert answer and answer[0].startswith("This is a long streamed answer")
     assert len(answer) == len(set(answer)), shown  # no line twice
     assert "^C" not in shown
+
+
+def test_a_continued_conversation_opens_with_its_last_page_counted_against_all() -> None:
+    """The chat asks for the last page only (oi/history's limit); what it says was left out
+    counts the whole conversation (its `total`)."""
+    import io
+
+    from rich.console import Console
+
+    from oi_lsp.tui.render import Renderer
+    out = io.StringIO()
+    ui = Renderer(Console(file=out, width=80), Console(file=io.StringIO()))
+    page = [{"role": "user" if i % 2 else "assistant", "type": "message", "content": f"m{i}"}
+            for i in range(60, 100)]
+    ui.history(page, total=100)
+    text = out.getvalue()
+    assert "(94 earlier messages not shown)" in text
+    assert "m94" in text and "m99" in text and "m93" not in text

@@ -24,6 +24,8 @@ from .questions import ask
 from .state import ChatState
 from .terminal import quiet_control_keys, restore_mode, save_mode
 
+HISTORY_PAGE = 40  # the last messages a continued conversation opens with, not all of them
+
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"  # when only OPENAI_API_KEY is set
 
 NO_MODEL_HELP = f"""\
@@ -164,8 +166,9 @@ class Chat:
 
     async def _interactive(self) -> int:
         state = self.state
-        history = await state.client.request(protocol.HISTORY, {"workspace": state.workspace})
-        state.ui.history(history.get("messages") or [])
+        history = await state.client.request(protocol.HISTORY, {
+            "workspace": state.workspace, "limit": HISTORY_PAGE})
+        state.ui.history(history.get("messages") or [], history.get("total"))
         state.ui.note(f"oi-lsp chat · {self.model} · {self.folder}\n"
                       "Ctrl-C stops a turn; Ctrl-C or Ctrl-D at the prompt exits.")
         if self.message:

@@ -285,13 +285,15 @@ class Renderer:
         self.console.file.flush()
         self.errors.print(Text(safe(text), style="bold red"), soft_wrap=True)
 
-    def history(self, messages: list[dict[str, Any]]) -> None:
-        """The end of a continued conversation, one line per message (reasoning left out)."""
+    def history(self, messages: list[dict[str, Any]], total: int | None = None) -> None:
+        """The end of a continued conversation (`messages`: its last page; `total`: how
+        many it has), one line per message (reasoning left out)."""
+        before = (total if total is not None else len(messages)) - len(messages)
         messages = [m for m in messages if m.get("type") != "reasoning"]
         if not messages:
             return
         shown = messages[-HISTORY_SHOWN:]
-        earlier = len(messages) - len(shown)
+        earlier = before + len(messages) - len(shown)
         self.note("Continuing this folder's conversation"
                   + (f" ({earlier} earlier messages not shown):" if earlier else ":"))
         width = max(40, self.console.width - 4)
