@@ -27,6 +27,9 @@ from acp.schema import (
 )
 from acp.stdio import spawn_agent_process
 
+from oi_lsp.client import to_uri
+from oi_lsp.core.store import Batch, Store
+from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 
@@ -383,3 +386,32 @@ async def test_two_sessions_in_one_folder_keep_their_conversations(
         await conn.cancel(session_id=second)
         assert (await turn).stop_reason == "end_turn"
 
+
+
+async def test_a_long_conversation_loads_its_last_page_and_earlier_ones_on_request(
+        model: ModelServer, data_dir: Path, workspace: Path) -> None:
+    store, uri = Store(data_dir), to_uri(workspace)
+    conversation_id = "20261207-000000-abcdef"
+    store.write(uri, conversation_id, Batch(1.0, "q0", 250, whole=[
+        Message(role="user" if i % 2 == 0 else "assistant", type="message",
+                content=f"q{i}" if i % 2 == 0 else f"a{i}", turn_id=f"t{i // 2}")
+        for i in range(250)]))
+    recorder = Recorder()
+    async with agent(model, data_dir, recorder) as conn:
+        await conn.load_session(cwd=str(workspace), session_id=conversation_id, mcp_servers=[])
+        users = [u.content.text for u in recorder.updates
+                 if u.session_update == "user_message_chunk"]
+        assert users == [f"q{i}" for i in range(150, 250, 2)]  # the last 100 messages
+        assert recorder.text().startswith("**oi-lsp:** 150 earlier messages of this "
+                                          "conversation are kept")
+        seen = len(recorder.updates)
+        done = await conn.prompt(session_id=conversation_id, prompt=[text_block("/earlier")])
+        assert done.stop_reason == "end_turn"
+        users = [u.content.text for u in recorder.updates[seen:]
+                 if u.session_update == "user_message_chunk"]
+        assert users == [f"q{i}" for i in range(50, 150, 2)]
+        assert "messages 51 to 150 of 250 (50 earlier messages before them" in recorder.text()
+        await conn.prompt(session_id=conversation_id, prompt=[text_block("/earlier")])
+        await conn.prompt(session_id=conversation_id, prompt=[text_block("/earlier")])
+        assert recorder.text().endswith("nothing earlier: the whole conversation is shown.\n")
+        assert model.requests == []  # none of it asked the model

@@ -58,7 +58,9 @@ MODES = [SessionMode(id="ask", name="Ask", description="Ask before running each 
 COMMANDS = {"reset": "New conversation and restarted REPLs", "undo": "Forget the last exchange",
             "tokens": "Tokens and cost of the conversation", "info": "Settings and state",
             "verbose": "Verbose on/off", "markdown": "Export the conversation as Markdown",
-            "jupyter": "Export the conversation as a notebook", "help": "The commands"}
+            "jupyter": "Export the conversation as a notebook", "help": "The commands",
+            "earlier": "Show the messages before those shown of a loaded conversation"}
+REPLAY_PAGE = 100  # messages session/load replays (and /earlier adds), from a turn's start
 _HINTED = {"verbose": "true | false", "markdown": "path (optional)",
            "jupyter": "path (optional)"}
 
@@ -70,6 +72,7 @@ class Session:
     cwd: str
     conversation: str  # the conversation it shows (the workspace may have opened another)
     mode: str = "ask"
+    shown_from: int = 0  # the index of the first message session/load or /earlier replayed
 
 
 class OIAgent:
@@ -165,7 +168,13 @@ class OIAgent:
         except (UnknownConversation, ConversationInUse, Busy) as exc:
             raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         session = self._open(workspace, cwd, session_id)
-        for update in replay.updates(list(workspace.conversation.messages), workspace.folder):
+        start, messages, _ = workspace.conversation.page(None, REPLAY_PAGE)
+        session.shown_from = start
+        if start:
+            self.link.update(session_id, update_agent_message_text(
+                f"**oi-lsp:** {_count(start)} of this conversation are kept and not shown "
+                "here: /earlier shows the ones before these.\n\n"))
+        for update in replay.updates(messages, workspace.folder):
             self.link.update(session_id, update)
         await self.link.drain(workspace.uri)  # the history arrives before the response
         return LoadSessionResponse(modes=self._modes(session))
@@ -219,6 +228,8 @@ class OIAgent:
         session = self._session(session_id)
         workspace = self.workspaces.get(session.workspace, start=True)
         text = _message(prompt)
+        if text.strip() == "%earlier":
+            return await self._earlier(session, workspace)
         try:  # image blocks: attachments, as oi/chat takes them (an image alone will do)
             params = ChatParams(message=text if text.strip() else "", workspace=workspace.uri,
                                 attachments=[Attachment(data=b.data, mime_type=b.mime_type)
@@ -259,6 +270,26 @@ class OIAgent:
         if session is not None and self.link.sessions.get(session.workspace) == session_id:
             await self.workspaces.get(session.workspace).stop()
 
+    async def _earlier(self, session: Session, workspace: Workspace) -> PromptResponse:
+        """/earlier: the page before those replayed, as session/load replayed them (an ACP
+        client's transcript only grows: they come after the prompt that asked)."""
+        conversation = workspace.conversation
+        if conversation.id != session.conversation or not session.shown_from:
+            self.link.update(session.id, update_agent_message_text(
+                "**oi-lsp:** nothing earlier: the whole conversation is shown.\n"))
+        else:
+            start, messages, _ = conversation.page(session.shown_from, REPLAY_PAGE)
+            self.link.update(session.id, update_agent_message_text(
+                f"**oi-lsp:** messages {start + 1} to {session.shown_from} of "
+                f"{len(conversation.messages)}"
+                + (f" ({_count(start)} before them: /earlier again)" if start else "")
+                + ":\n\n"))
+            for update in replay.updates(messages, workspace.folder):
+                self.link.update(session.id, update)
+            session.shown_from = start
+        await self.link.drain(workspace.uri)
+        return PromptResponse(stop_reason="end_turn")
+
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
@@ -273,6 +304,10 @@ def _commands() -> list[AvailableCommand]:
     return [AvailableCommand(name=name, description=description, input=AvailableCommandInput(
         root=UnstructuredCommandInput(hint=_HINTED[name])) if name in _HINTED else None)
         for name, description in COMMANDS.items()]
+
+
+def _count(messages: int) -> str:
+    return f"{messages:,} earlier message" + ("" if messages == 1 else "s")
 
 
 def _message(prompt: list[Any]) -> str:
