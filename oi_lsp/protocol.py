@@ -409,6 +409,13 @@ class ConversationInfo(Wire):
     updated: str
     message_count: int
     current: bool
+    snippet: str | None = None  # oi/sessions with a query: the words around its first match
+
+
+class SessionsParams(WorkspaceParams):
+    """`query`: only the conversations where every one of its words was said."""
+
+    query: str | None = Field(default=None, max_length=1000)
 
 
 class SessionsResult(Wire):

@@ -297,16 +297,27 @@ class Conversation:
 
     # Saved conversations -----------------------------------------------------------------
 
-    async def summaries(self) -> list[ConversationInfo]:
-        """The saved conversations, the open one (as it is now) first, then newest first."""
+    async def summaries(self, query: str | None = None) -> list[ConversationInfo]:
+        """The saved conversations, the open one (as it is now) first, then newest first;
+        with a query, those where all its words were said, best match first (the open one
+        searched as saved: flushed first)."""
+        if query is not None and query.strip():
+            await self.flush()
+            hits = await in_thread(self.store.search, self.workspace, query)
         saved = await in_thread(self.store.summaries, self.workspace)
         mine = next((s for s in saved if s.id == self.id), None)
         current = Summary(self.id, title_of(self.messages), self.created,
                           mine.updated if mine else self.created, len(self.messages))
+        every = [current, *(s for s in saved if s.id != self.id)]
+        snippets: dict[str, str | None] = {s.id: None for s in every}
+        if query is not None and query.strip():
+            by_id = {s.id: s for s in every}
+            every = [by_id[h.conversation] for h in hits if h.conversation in by_id]
+            snippets = {h.conversation: h.snippet for h in hits}
         return [ConversationInfo(id=s.id, title=s.title, created=_iso(s.created),
                                  updated=_iso(s.updated), message_count=s.message_count,
-                                 current=s is current)
-                for s in [current, *(s for s in saved if s.id != self.id)]]
+                                 current=s is current, snippet=snippets.get(s.id))
+                for s in every]
 
     async def read(self, conversation_id: str | None) -> tuple[str, list[Message]]:
         """The id and messages of the open conversation, or of a saved one."""

@@ -40,7 +40,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..common.files import atomic_write, data_dir, digest, temp_path
 from ..protocol import CONVERSATION_ID, Message
-from . import journal
+from . import journal, search
 from .journal import Journal
 
 log = logging.getLogger(__name__)
@@ -266,6 +266,10 @@ class Store:
             except _READ_ERRORS as exc:
                 log.warning("skipping unreadable conversation %s: %s", path, exc)
         return sorted(summaries, key=lambda s: s.updated, reverse=True)
+
+    def search(self, workspace: str, query: str) -> list[search.Hit]:
+        """The workspace's conversations where every word of `query` was said, best first."""
+        return search.search(self.folder(workspace), query)
 
     def title(self, workspace: str, conversation_id: str) -> str:
         """A saved conversation's title ("" when it cannot be read)."""

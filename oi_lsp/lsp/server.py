@@ -39,6 +39,7 @@ from ..protocol import (
     SessionExportParams,
     SessionOpenParams,
     SessionResult,
+    SessionsParams,
     SessionsResult,
     StopResult,
     TranscriptResult,
@@ -253,9 +254,10 @@ async def status(ls: OIServer, params: Any) -> dict[str, Any]:
 
 @SERVER.feature(protocol.SESSIONS)
 async def sessions(ls: OIServer, params: Any) -> dict[str, Any]:
-    workspace = _workspace(ls, _parse(WorkspaceParams, params))
+    p = _parse(SessionsParams, params)
+    workspace = _workspace(ls, p)
     return SessionsResult(workspace=workspace.uri, current=workspace.conversation.id,
-                          sessions=await workspace.conversation.summaries()).wire()
+                          sessions=await workspace.conversation.summaries(p.query)).wire()
 
 
 @SERVER.feature(protocol.SESSION_OPEN)
