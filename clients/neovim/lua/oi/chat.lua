@@ -18,6 +18,23 @@ local function sep_row(st) return transcript.sep_row(st.buf) end
 
 local function header(root) return { "# oi: " .. root, "" } end
 
+--- Messages of a saved conversation asked for at once: the last page when a chat opens, the
+--- one before it when the user scrolls to the top (oi/history's `limit`).
+M.PAGE = 200
+local earlier_ns = vim.api.nvim_create_namespace("oi_earlier")
+
+-- Above the oldest message shown, how many are before it (a virtual line: the transcript's
+-- lines stay what the conversation holds).
+local function mark_earlier(st)
+  vim.api.nvim_buf_clear_namespace(st.buf, earlier_ns, 0, -1)
+  local n = st.earlier or 0
+  if n == 0 then return end
+  local count = tostring(n):reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", "")
+  vim.api.nvim_buf_set_extmark(st.buf, earlier_ns, #header(st.root) - 1, 0, {
+    virt_lines = { { { ("▲ %s earlier message%s: scroll up or :OIEarlier to show them")
+      :format(count, n == 1 and "" or "s"), "OIEarlier" } } } })
+end
+
 local function expand(st)
   local row = vim.api.nvim_win_get_cursor(0)[1] - 1
   if reasoning.toggle(st, row) then return end
@@ -62,11 +79,49 @@ end
 -- cleared meanwhile (:OIConversations loaded a conversation, :OIReset): it is not shown twice.
 local function restore(st)
   local cleared = st.cleared
-  require("oi.client").request(st.root, "oi/history", {}, function(res)
+  require("oi.client").request(st.root, "oi/history", { limit = M.PAGE }, function(res)
     if vim.api.nvim_buf_is_valid(st.buf) and st.cleared == cleared then
       M.insert_history(st, res.messages or {})
+      st.earlier = res.start or 0
+      mark_earlier(st)
     end
   end, function() end)
+end
+
+--- The page of the saved conversation before the oldest message the chat shows, put above
+--- it; every window on the chat keeps showing what it showed.
+---@param root string
+function M.earlier(root)
+  local st = M.state(root)
+  if (st.earlier or 0) == 0 or st.loading_earlier then return end
+  st.loading_earlier = true
+  local cleared = st.cleared
+  require("oi.client").request(root, "oi/history", { before = st.earlier, limit = M.PAGE },
+    function(res)
+      st.loading_earlier = false
+      if not vim.api.nvim_buf_is_valid(st.buf) or st.cleared ~= cleared then return end
+      local views = {}
+      for _, win in ipairs(vim.fn.win_findbuf(st.buf)) do
+        views[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+      end
+      local before = vim.api.nvim_buf_line_count(st.buf)
+      M.insert_history(st, res.messages or {})
+      local added = vim.api.nvim_buf_line_count(st.buf) - before
+      st.earlier = res.start or 0
+      mark_earlier(st)
+      for win, view in pairs(views) do
+        view.topline, view.lnum = view.topline + added, view.lnum + added
+        vim.api.nvim_win_call(win, function() vim.fn.winrestview(view) end)
+      end
+    end, function() st.loading_earlier = false end)
+end
+
+-- Scrolled (or moved) to the top of the chat with older messages not shown: show them.
+local function at_top(st)
+  if (st.earlier or 0) == 0 then return end
+  for _, win in ipairs(vim.fn.win_findbuf(st.buf)) do
+    if vim.fn.line("w0", win) <= #header(st.root) + 1 then return M.earlier(st.root) end
+  end
 end
 
 --- The state (and buffer) of a workspace's chat, created on first use: a wiped buffer is built
@@ -90,6 +145,12 @@ function M.state(root)
   vim.b[st.buf].oi_root = root
   keymaps(st)
   watch(st)
+  local group = vim.api.nvim_create_augroup("oi_earlier_" .. st.buf, { clear = true })
+  vim.api.nvim_create_autocmd("WinScrolled", { group = group, callback = function()
+    if vim.api.nvim_buf_is_valid(st.buf) then at_top(st) else return true end
+  end })
+  vim.api.nvim_create_autocmd("CursorMoved", { group = group, buffer = st.buf,
+    callback = function() at_top(st) end })
   reasoning.attach(st)
   if thoughts then reasoning.rebuild(st, thoughts) end
   if st.spin then spinner.redraw(st) end
@@ -344,9 +405,10 @@ end
 --- Empty the transcript (after oi/reset, or before reloading the history).
 function M.clear(root)
   local st = M.state(root)
-  st.open, st.folds, st.cleared = nil, {}, (st.cleared or 0) + 1
+  st.open, st.folds, st.cleared, st.earlier = nil, {}, (st.cleared or 0) + 1, 0
   reasoning.clear(st)
   transcript.set_lines(st.buf, 0, sep_row(st), header(root))
+  mark_earlier(st)
 end
 
 --- Put a saved conversation (oi/history messages) after the transcript's header.
@@ -360,10 +422,17 @@ function M.insert_history(st, messages)
   reasoning.insert(st, at, thoughts)
 end
 
---- Render a saved conversation (oi/history messages) as the whole transcript.
-function M.load_history(root, messages)
+--- Render a saved conversation (oi/history messages) as the whole transcript; `start`: the
+--- index of the first of them (older ones are shown on scrolling up).
+---@param root string
+---@param messages table[]
+---@param start integer?
+function M.load_history(root, messages, start)
   M.clear(root)
-  M.insert_history(M.state(root), messages)
+  local st = M.state(root)
+  M.insert_history(st, messages)
+  st.earlier = start or 0
+  mark_earlier(st)
 end
 
 --- The chat buffer's lines (for tests and scripts).

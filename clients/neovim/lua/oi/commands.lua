@@ -126,7 +126,15 @@ end
 function M.history()
   local root = client.root(0)
   chat.open(root, false)
-  client.request(root, "oi/history", {}, function(res) chat.load_history(root, res.messages) end)
+  client.request(root, "oi/history", { limit = chat.PAGE }, function(res)
+    chat.load_history(root, res.messages, res.start)
+  end)
+end
+
+function M.earlier()
+  local root = client.root(0)
+  chat.open(root, false)
+  chat.earlier(root)
 end
 
 ---@param o vim.api.keyset.create_user_command.command_args
@@ -157,8 +165,9 @@ function M.model(o)
 end
 
 --- :OIConversations: open, start or export the workspace's conversations.
-function M.conversations()
-  require("oi.conversations").pick(client.root(0))
+---@param o vim.api.keyset.create_user_command.command_args
+function M.conversations(o)
+  require("oi.conversations").pick(client.root(0), o and o.args or nil)
 end
 
 --- :OIKey: the API key, typed hidden (never in the command history), for this Neovim session:

@@ -17,15 +17,17 @@ M.formats = {
 function M.label(s)
   local title = (s.title and s.title ~= "") and s.title or "(empty)"
   local when = type(s.updated) == "string" and s.updated:gsub("T", " "):gsub(":%d%dZ$", "") or ""
-  return ("%s%s · %d message%s · %s"):format(s.current and "● " or "  ", title,
+  local label = ("%s%s · %d message%s · %s"):format(s.current and "● " or "  ", title,
     s.messageCount or 0, s.messageCount == 1 and "" or "s", when)
+  if type(s.snippet) == "string" then label = label .. " · " .. s.snippet end
+  return label
 end
 
-local function show(root, messages)
+local function show(root, res)
   local chat = require("oi.chat")
   require("oi.approval").clear(root)
   chat.open(root, false)
-  chat.load_history(root, messages)
+  chat.load_history(root, res.messages or {}, res.start)
 end
 
 --- Open the export of conversation `id` in a new window (not saved: :w name saves it).
@@ -51,25 +53,35 @@ local function act(root, s)
     function(a)
       if not a then return end
       if a.format then return export(root, s.id, a) end
-      client.request(root, "oi/session/open", { id = s.id }, function(res)
-        show(root, res.messages)
-      end)
+      client.request(root, "oi/session/open", { id = s.id, limit = require("oi.chat").PAGE },
+        function(res) show(root, res) end)
     end)
 end
 
---- Pick a conversation of the workspace of `root`, then what to do with it.
+--- Pick a conversation of the workspace of `root`, then what to do with it; with `query`,
+--- among those where all its words were said (the server's search), the words shown.
 ---@param root string
-function M.pick(root)
-  client.request(root, "oi/sessions", {}, function(res)
+---@param query string?
+function M.pick(root, query)
+  query = query and vim.trim(query) or ""
+  local params = query ~= "" and { query = query } or {}
+  client.request(root, "oi/sessions", params, function(res)
     local items = { { new = true } }
     vim.list_extend(items, res.sessions or {})
-    vim.ui.select(items, { prompt = "Conversations of " .. vim.fs.basename(root),
+    if query ~= "" and #items == 1 then
+      vim.notify(("oi: “%s” was said in no conversation of %s"):format(query,
+        vim.fs.basename(root)))
+      return
+    end
+    local prompt = query ~= "" and ("Conversations of %s with “%s”"):format(
+      vim.fs.basename(root), query) or "Conversations of " .. vim.fs.basename(root)
+    vim.ui.select(items, { prompt = prompt,
       format_item = function(s) return s.new and "+ New conversation" or M.label(s) end },
       function(s)
         if not s then return end
         if not s.new then return act(root, s) end
         client.request(root, "oi/session/new", {}, function(r)
-          show(root, r.messages)
+          show(root, r)
           vim.notify("oi: new conversation (the others stay saved: :OIConversations)")
         end)
       end)

@@ -8,6 +8,7 @@ local M = {}
 --- The plugin's own highlight groups (default links: a colorscheme or the user may set them).
 M.groups = {
   OIReasoning = { link = "Comment" }, -- the model's reasoning, and its fold's line
+  OIEarlier = { link = "Comment" }, -- "▲ N earlier messages" above the oldest one shown
 }
 
 local function define()

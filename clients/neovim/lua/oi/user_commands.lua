@@ -12,12 +12,13 @@ c("OIExec", cmd("exec"), { range = true, desc = "oi: run the lines in the worksp
 c("OIStop", cmd("stop"), { desc = "oi: stop the running turn and runs" })
 c("OIReset", cmd("reset"), { desc = "oi: clear the conversation and restart the REPLs" })
 c("OIHistory", cmd("history"), { desc = "oi: reload the saved conversation" })
+c("OIEarlier", cmd("earlier"), { desc = "oi: show the chat's earlier messages (a page more)" })
 c("OIAutoRun", cmd("autorun"), { nargs = 1, complete = function() return { "on", "off" } end,
   desc = "oi: run proposals without asking (on|off)" })
 c("OIModel", cmd("model"), { nargs = "?",
   desc = "oi: set the model of this workspace (no name: a picker of local models and profiles)" })
-c("OIConversations", cmd("conversations"),
-  { desc = "oi: the saved conversations: open, new, export (Markdown, Notebook, JSON)" })
+c("OIConversations", cmd("conversations"), { nargs = "*",
+  desc = "oi: the saved conversations (those with the words given): open, new, export" })
 c("OIKey", cmd("key"), { desc = "oi: enter the API key for this session (typed hidden)" })
 c("OIApprove", function(o) require("oi.approval").approve(require("oi.client").root(0), o.args) end,
   { nargs = 1, complete = function() return { "run", "skip", "edit" } end,
