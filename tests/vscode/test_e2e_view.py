@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from oi_lsp.client import to_uri
+from oi_lsp.core.store import Batch, Store
+from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 from tests.vscode.test_webview import png
@@ -537,3 +540,52 @@ def test_reasoning_folds_above_the_answer_and_history_redraws_it(
     assert this_turn(describe(wb)) == shown  # the earlier tests' turns have their own checks
     wb("chatClick", selector="details.oi-thought summary")
     themed_shots(wb, "reasoning-history-open")
+
+
+# Where the first message of each kind is on the view's screen, and the earlier line's text.
+PLACES = """(() => {
+    const log = document.getElementById('oi-log');
+    const users = [...log.querySelectorAll('.oi-user')];
+    const earlier = log.querySelector('.oi-earlier');
+    return { users: users.length, first: users[0]?.textContent.trim() ?? null,
+             earlier: earlier ? earlier.textContent : null,
+             scrollTop: log.scrollTop,
+             tops: Object.fromEntries(users.map((u) => [u.textContent.trim(),
+                 Math.round(u.getBoundingClientRect().top)])) };
+})()"""
+
+
+def test_a_long_conversation_opens_at_its_end_and_scrolls_back_page_by_page(
+        vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    """50,000 messages: the view draws the last page (oi/history's limit) under a line saying
+    how many are earlier; scrolled to the top, the page before comes above without moving
+    what the view showed. Last in the module: the conversation stays open after it."""
+    wb, workspace = vscode
+    uri, conversation = to_uri(workspace), "20261207-000000-abcdef"
+    store = Store(workspace.parent / "data")
+    messages = [Message(role=role, type="message", turn_id=f"t{i}",
+                        content=f"question {i}" if role == "user" else f"Answer **{i}**.")
+                for i in range(25_000) for role in ("user", "assistant")]
+    store.write(uri, conversation, Batch(1.0, "question 0", len(messages), whole=messages))
+    store.set_current(uri, conversation)  # what the next server opens
+    wb("reload")
+    open_chat(wb)
+    wb("chatWait", selector=".oi-assistant", hasText="Answer 24999.")
+    opened = wb("chatEval", expression=PLACES)
+    assert opened["users"] == 100 and opened["first"] == "question 24900"
+    assert opened["earlier"] == "▲ 49,800 earlier messages: scroll up to show them"
+    themed_shots(wb, "long-conversation-end")
+    wb("chatEval", expression="document.getElementById('oi-log').scrollTop = 0")
+    wb("screenshot", path=str(SHOTS / "long-conversation-loading.png"))
+    wb("chatWait", selector=".oi-user", hasText="question 24800")
+    after = wb("chatEval", expression=PLACES)
+    assert after["users"] == 200 and after["first"] == "question 24800"
+    assert after["earlier"] == "▲ 49,600 earlier messages: scroll up to show them"
+    # What the view showed at the top stays where it was on the screen.
+    assert abs(after["tops"]["question 24900"] - opened["tops"]["question 24900"]
+               - opened["scrollTop"]) <= 2, (opened["scrollTop"], after["tops"]["question 24900"])
+    themed_shots(wb, "long-conversation-earlier-page")
+    for page in range(2, 4):  # two more pages, scrolled up to each time
+        wb("chatEval", expression="document.getElementById('oi-log').scrollTop = 0")
+        wb("chatWait", selector=".oi-user", hasText=f"question {24900 - 100 * page}")
+    assert wb("chatEval", expression=PLACES)["users"] == 400

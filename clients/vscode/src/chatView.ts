@@ -10,6 +10,11 @@ import { chatHtml } from './page';
 import type { Server } from './server';
 
 export const VIEW_ID = 'oi.chat';
+/** Messages of a saved conversation asked for at once: the last page when the view loads, the
+ * one before it when the user scrolls to the top (oi/history's `limit`). */
+export const HISTORY_PAGE = 200;
+
+interface HistoryPage { workspace: string; messages: unknown[]; start?: number }
 
 export function folders(): Folder[] {
     return (vscode.workspace.workspaceFolders ?? []).map((f) => ({ uri: f.uri.toString(), name: f.name }));
@@ -93,9 +98,9 @@ export class ChatView implements vscode.WebviewViewProvider {
     private async loadHistory(): Promise<void> {
         this.updateHeader();
         try {
-            const history = await this.server.request<{ workspace: string; messages: unknown[] }>(
-                'oi/history', this.router.current ? { workspace: this.router.current } : {});
-            this.post({ type: 'history', workspace: history.workspace, messages: history.messages });
+            const history = await this.server.request<HistoryPage>(
+                'oi/history', { limit: HISTORY_PAGE, ...this.workspace() });
+            this.post({ type: 'history', workspace: history.workspace, messages: history.messages, start: history.start ?? 0 });
             void this.showModel();
             // A proposal asked before the view (re)loaded can still be answered.
             for (const proposal of this.router.pendingProposals()) this.post({ type: 'proposal', proposal });
@@ -116,11 +121,27 @@ export class ChatView implements vscode.WebviewViewProvider {
         }
     }
 
+    private workspace(): { workspace?: string } {
+        return this.router.current ? { workspace: this.router.current } : {};
+    }
+
+    /** The page before the oldest message the view shows, for the view to put above it. */
+    private async earlier(before: number): Promise<void> {
+        try {
+            const page = await this.server.request<HistoryPage>(
+                'oi/history', { before, limit: HISTORY_PAGE, ...this.workspace() });
+            this.post({ type: 'earlierPage', workspace: page.workspace, messages: page.messages, start: page.start ?? 0 });
+        } catch (err) {
+            this.post({ type: 'error', message: `Could not load the earlier messages: ${errorText(err)}` });
+        }
+    }
+
     private async receive(message: FromWebview): Promise<void> {
         if (message.type === 'ready') {
             if (this.wantFocus) this.post({ type: 'focus' });
             return this.refresh();
         }
+        if (message.type === 'earlier') return this.earlier(message.before);
         if (message.type === 'command') {
             if (VIEW_COMMANDS.has(message.command)) await vscode.commands.executeCommand(message.command);
             return;

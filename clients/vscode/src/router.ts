@@ -23,7 +23,9 @@ export interface Attachment { data: string; mimeType: string }
 /** Messages the extension posts to the webview. */
 export type ToWebview =
     | { type: 'folders'; folders: Folder[]; current: string | undefined; trusted: boolean; autoRun: boolean }
-    | { type: 'history'; workspace: string; messages: unknown[] }
+    | { type: 'history'; workspace: string; messages: unknown[]; start: number }
+    /** The page of oi/history before the oldest message shown (asked by `earlier`). */
+    | { type: 'earlierPage'; workspace: string; messages: unknown[]; start: number }
     | { type: 'stream'; chunk: Record<string, unknown> }
     | { type: 'proposal'; proposal: Record<string, unknown> }
     | { type: 'turn'; turn: Record<string, unknown> }
@@ -63,6 +65,8 @@ export type FromWebview =
     | { type: 'editInEditor'; proposalId: string; language: string; code: string }
     | { type: 'runEdited'; proposalId: string }
     | { type: 'switchFolder'; uri: string }
+    /** Scrolled to the top with older messages not shown: the page before index `before`. */
+    | { type: 'earlier'; before: number }
     /** A button in the view (Set API Key, Select Model, ...): one of errors.ts's VIEW_COMMANDS. */
     | { type: 'command'; command: string };
 

@@ -18,7 +18,9 @@ type Proposal = { turnId: string; proposalId: string; language: string; code: st
 
 const vscode = acquireVsCodeApi();
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
-const log = $<HTMLElement>('oi-log');
+// Where messages are drawn: the view's log, or (while an earlier page is drawn) a detached one.
+let log = $<HTMLElement>('oi-log');
+const shownLog = log;
 const input = $<HTMLTextAreaElement>('oi-input');
 const folderSelect = $<HTMLSelectElement>('oi-folder');
 const sendButton = $<HTMLButtonElement>('oi-send');
@@ -465,17 +467,69 @@ function userRun(language: string, code: string, turnId?: string): void {
 
 function clear(): void {
     log.replaceChildren();
+    earlier = 0;
     open.clear();
     awaitingRun.clear();
     lastCode = undefined;
 }
 
-/** The saved conversation (oi/history), drawn as the live view showed it. */
-function history(messages: Message[]): void {
+/** The saved conversation (oi/history's last page), drawn as the live view showed it;
+ * `start`: how many earlier messages are not shown yet. */
+function history(workspace: string, messages: Message[], start: number): void {
     clear();
+    shownWorkspace = workspace;
     for (const m of messages) redraw(m);
-    if (!messages.length) log.append(welcome((x) => vscode.postMessage(x)));
+    if (!messages.length && !start) log.append(welcome((x) => vscode.postMessage(x)));
+    setEarlier(start);
     scrollDown();
+}
+
+// Earlier pages: "▲ N earlier messages" at the top of the log; scrolled near it, the page
+// before comes (the extension asks oi/history) and goes above, the view staying where it was.
+let earlier = 0;
+let loadingEarlier = false;
+let shownWorkspace = '';  // whose conversation the log shows (a page of another's is dropped)
+const earlierLine = el('button', 'oi-earlier');
+earlierLine.type = 'button';
+earlierLine.addEventListener('click', askEarlier);
+
+function setEarlier(start: number): void {
+    earlier = start;
+    loadingEarlier = false;
+    earlierLine.textContent = `▲ ${start.toLocaleString('en-US')} earlier message${start === 1 ? '' : 's'}: scroll up to show them`;
+    earlierLine.title = earlierLine.textContent; // shortened to one line in a narrow view
+    if (start > 0) shownLog.prepend(earlierLine);
+    else earlierLine.remove();
+}
+
+function askEarlier(): void {
+    if (!earlier || loadingEarlier) return;
+    loadingEarlier = true;
+    earlierLine.textContent = 'Loading earlier messages…';
+    vscode.postMessage({ type: 'earlier', before: earlier });
+}
+
+shownLog.addEventListener('scroll', () => { if (shownLog.scrollTop < 200) askEarlier(); });
+
+/** An earlier page, drawn as history draws one (apart: the live state stays the newest's),
+ * then put above what is shown without moving it on the screen. */
+function earlierPage(workspace: string, messages: Message[], start: number): void {
+    if (workspace !== shownWorkspace || !earlier) return;
+    const page = document.createElement('div');
+    const newest = lastCode;
+    log = page;
+    lastCode = undefined;
+    try {
+        for (const m of messages) redraw(m);
+    } finally {
+        log = shownLog;
+        lastCode = newest;
+    }
+    const height = shownLog.scrollHeight;
+    const top = shownLog.scrollTop;
+    earlierLine.after(...page.childNodes);
+    setEarlier(start);
+    shownLog.scrollTop = top + shownLog.scrollHeight - height;
 }
 
 /** A model's proposal with its fate: the note, the risk, the edited code, what ended it. */
@@ -559,7 +613,8 @@ window.addEventListener('message', (event: MessageEvent) => {
         case 'proposal': return proposal(m.proposal as Proposal);
         case 'run': return userRun(String(m.language), String(m.code));
         case 'turn': return turn(m.turn as { turnId: string; status: string; error?: string });
-        case 'history': return history(m.messages as Message[]);
+        case 'history': return history(String(m.workspace), m.messages as Message[], Number(m.start ?? 0));
+        case 'earlierPage': return earlierPage(String(m.workspace), m.messages as Message[], Number(m.start ?? 0));
         case 'approved': return approvedElsewhere(String(m.proposalId), String(m.code));
         case 'answered': return answeredElsewhere(String(m.proposalId), String(m.decision));
         case 'user': return addUser(String(m.text), m.context as Context | undefined);
