@@ -19,8 +19,7 @@ from unittest.mock import patch
 
 import pytest
 
-from oi_lsp.core import conversation as conversation_module
-from oi_lsp.core import journal
+from oi_lsp.core import changes, journal
 from oi_lsp.core.conversation import Conversation
 from oi_lsp.core.store import Batch, DamagedConversation, Store
 from oi_lsp.protocol import Message, Usage
@@ -188,7 +187,7 @@ async def test_a_whole_file_conversation_is_migrated_losing_nothing(tmp_path: Pa
 
 async def test_dead_lines_are_compacted_away(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conversation_module, "COMPACT_AFTER", 20)
+    monkeypatch.setattr(changes, "COMPACT_AFTER", 20)
     conversation, _ = await conversation_of(10, tmp_path)
     proposal = code("x = 0", "t-last")
     conversation.record(proposal)

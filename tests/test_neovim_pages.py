@@ -64,7 +64,8 @@ def test_the_last_page_first_and_earlier_pages_on_scrolling_up(nvim: Nvim, works
         local third = { lines = T.lines(), earlier = earlier() }
         vim.cmd("OIEarlier")  -- nothing more: nothing changes
         vim.wait(300, function() return false end)
-        return { opened = opened, second = second, third = third, at_top = at_top, again = T.lines() }
+        return { opened = opened, second = second, third = third, at_top = at_top,
+                 again = T.lines() }
     """, workspace)
     r = run.result
     said = [line for line in r["opened"]["lines"] if line.startswith(("q", "a")) and

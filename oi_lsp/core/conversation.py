@@ -23,8 +23,8 @@ from ..protocol import (
 )
 from . import export
 from .aio import in_thread, to_disk
+from .changes import Changes
 from .store import (
-    Batch,
     Claim,
     ConversationInUse,
     DamagedConversation,
@@ -49,10 +49,6 @@ SAVE_GAP = 0.1  # seconds between saves while changes keep coming
 # thread, its GIL hand-offs and two fsyncs (about 1 ms of a warm round trip that follows an
 # idle moment, bench row 1a). flush() cuts the wait: a turn's result still waits for its save.
 SAVE_DELAY = 0.005
-# The record is rewritten as its messages alone once the lines that no longer count (replaced
-# messages, dropped ones) are this many and more than the messages: a rewrite per so many
-# changes, so a change costs the same at any length.
-COMPACT_AFTER = 500
 _TURNS_KEPT = 8  # where the last turns began, to find their messages without a walk of all
 
 
@@ -65,15 +61,7 @@ class Conversation:
         self.save_error: str | None = None  # why the last save failed; None once one works
         self.messages: list[Message] = []
         self.created = time.time()
-        # What the record on disk holds (as of the writes handed to the thread): its messages,
-        # its lines that no longer count, whether it exists; and what changed since.
-        self._written = 0
-        self._dead = 0
-        self._on_disk = False
-        self._touched: set[int] = set()  # indices of written messages that changed
-        self._cut: int | None = None  # %undo: keep only this many
-        self._sync = False  # the next write is fsynced (an approval, a turn's end)
-        self._unsynced = False  # a write since the last fsync
+        self._changes = Changes()  # since the record was last written
         self._turns: dict[str, int] = {}  # where each of the last turns began
         self._saving: asyncio.Task[None] | None = None
         self._dirty = False
@@ -95,7 +83,7 @@ class Conversation:
         self._displayed = _display_size(self.messages)
         settled = settle_loaded(self.messages)
         if settled:
-            self._touched.update(settled)
+            self._changes.touched.update(settled)
             self._dirty = True  # saved with the next change (it needs a running loop)
 
     def _load(self, notice: Callable[[str], None]) -> None:
@@ -112,8 +100,7 @@ class Conversation:
         if loaded.notice:
             notice(loaded.notice)
         self.messages, self.created = loaded.messages, loaded.created
-        self._written, self._dead, self._on_disk = (len(loaded.messages), loaded.dead,
-                                                    loaded.on_disk)
+        self._changes.reset(len(loaded.messages), loaded.dead, loaded.on_disk)
 
     # Messages ----------------------------------------------------------------------------
 
@@ -131,13 +118,9 @@ class Conversation:
         index = next((i for i in range(len(self.messages) - 1, -1, -1)
                       if self.messages[i] is message), None)
         if index is not None:
-            self._touch(index)
-            self._sync = True
+            self._changes.touch(index)
+            self._changes.sync = True
             self._save_soon()
-
-    def _touch(self, index: int) -> None:
-        if index < self._written:
-            self._touched.add(index)
 
     def _of_turn(self, turn_id: str) -> list[int]:
         """The indices of a turn's messages, oldest first: from where the turn began when
@@ -174,7 +157,7 @@ class Conversation:
         mine = self._of_turn(turn_id)
         if mine:
             self.messages[mine[-1]].usage = usage
-            self._touch(mine[-1])
+            self._changes.touch(mine[-1])
             self._save_soon()
 
     def note_stopped(self, turn_id: str) -> None:
@@ -186,7 +169,7 @@ class Conversation:
                             and self.messages[i].outcome in (None, "stopped", "expired")
                             for i in mine):
             self.messages[mine[-1]].stopped = True
-            self._touch(mine[-1])
+            self._changes.touch(mine[-1])
             self._save_soon()
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:
@@ -195,16 +178,15 @@ class Conversation:
                    and self.messages[i].outcome is None]
         for index in pending:
             self.messages[index].outcome = fate
-            self._touch(index)
+            self._changes.touch(index)
         if pending:
-            self._sync = True
+            self._changes.sync = True
             self._save_soon()
 
     def keep(self, count: int) -> None:
         """Drop every message after the first `count` (%undo)."""
         del self.messages[count:]
-        self._cut = count if self._cut is None else min(self._cut, count)
-        self._touched = {i for i in self._touched if i < count}
+        self._changes.keep(count)
         self._turns = {t: i for t, i in self._turns.items() if i < count}
         self._save_soon()
 
@@ -220,44 +202,22 @@ class Conversation:
             await self._hurry.wait()
         while self._dirty:
             self._dirty = False
-            batch = self._batch()
+            batch = self._changes.take(self.messages, self.created, self._hurry.is_set())
             try:  # a thread anyio waits for even when cancelled: a save is never cut
                 await anyio.to_thread.run_sync(self.store.write, self.workspace, self.id,
                                                batch)
             except OSError as exc:
-                self._on_disk = False  # the next write is the whole record again
+                self._changes.failed()
                 self._failed(exc)
             else:
                 self.save_error = None
-                self._unsynced = not batch.sync and batch.whole is None
+                self._changes.written_ok(batch)
             if self._dirty and not self._hurry.is_set():
                 # Changes came during the save (runs back to back): one save for all that
                 # come within SAVE_GAP, instead of a whole-file write and two fsyncs each. The
                 # first change after a quiet moment is saved at once; flush() cuts the wait.
                 with anyio.move_on_after(SAVE_GAP):
                     await self._hurry.wait()
-
-    def _batch(self) -> Batch:
-        """What changed since the last write, taken on the event loop (the thread writes it
-        while the conversation goes on): new messages, changed ones, a cut; or the whole
-        record when it has none yet or its dead lines call for a compaction."""
-        count = len(self.messages)
-        sync = self._sync or self._hurry.is_set()
-        title = title_of(self.messages)
-        if not self._on_disk or self._dead >= max(COMPACT_AFTER, count):
-            batch = Batch(self.created, title, count, whole=list(self.messages), sync=True)
-            self._on_disk, self._dead = True, 0
-        else:
-            base = self._written if self._cut is None else min(self._cut, self._written)
-            cut = base if base < self._written else None
-            changed = sorted(i for i in self._touched if i < base)
-            batch = Batch(self.created, title, count, cut=cut,
-                          changes=[(i, self.messages[i]) for i in changed]
-                          + [(i, self.messages[i]) for i in range(base, count)], sync=sync)
-            self._dead += len(changed) + (0 if cut is None else 1 + self._written - base)
-        self._written, self._cut, self._sync = count, None, False
-        self._touched = set()
-        return batch
 
     def _failed(self, exc: OSError) -> None:
         """Say the first time saving fails (a read-only or full data folder), not at every
@@ -273,8 +233,8 @@ class Conversation:
     async def flush(self) -> None:
         """Wait until what was recorded is on disk, fsynced (or saving failed: see
         save_error)."""
-        if self._dirty or self._unsynced:
-            self._sync = True
+        if self._dirty or self._changes.unsynced:
+            self._changes.sync = True
             self._save_soon()
         if self._saving is not None:
             self._hurry.set()
@@ -327,18 +287,7 @@ class Conversation:
                                                         conversation_id)
 
     def page(self, before: int | None, limit: int | None) -> tuple[int, list[Message], int]:
-        """(index of the first, the messages, how many in all) of the `limit` messages before
-        `before` (the newest when None; all of them when `limit` is None), from the start of
-        the turn the first of them is in: a page never splits a turn (a proposal from the run
-        it led to), so a client draws each page as it drew it live."""
-        messages = self.messages
-        total = len(messages)
-        end = total if before is None else min(before, total)
-        start = 0 if limit is None else max(0, end - limit)
-        turn = messages[start].turn_id if start < end else None
-        while turn is not None and start > 0 and messages[start - 1].turn_id == turn:
-            start -= 1
-        return start, messages[start:end], total
+        return page_of(self.messages, before, limit)
 
     async def export(self, conversation_id: str | None,
                      fmt: ExportFormat) -> SessionExportResult:
@@ -385,16 +334,30 @@ class Conversation:
             self._claim = claim
         self.id = conversation_id
         self.messages, self.created = loaded.messages, loaded.created
-        self._written = len(loaded.messages) if loaded.on_disk else 0
-        self._dead, self._on_disk = loaded.dead, loaded.on_disk
-        self._touched, self._cut, self._turns = set(settle_loaded(self.messages)), None, {}
-        if self._touched:
+        self._changes.reset(len(loaded.messages), loaded.dead, loaded.on_disk)
+        self._changes.touched, self._turns = set(settle_loaded(self.messages)), {}
+        if self._changes.touched:
             self._save_soon()
         self._displayed = _display_size(self.messages)
         try:  # what the next server opens; failing that loses nothing of the conversation
             await to_disk(self.store.set_current, self.workspace, conversation_id)
         except OSError as exc:
             self._failed(exc)
+
+
+def page_of(messages: list[Message], before: int | None,
+            limit: int | None) -> tuple[int, list[Message], int]:
+    """(index of the first, the messages, how many in all) of the `limit` messages before
+    `before` (the newest when None; all of them when `limit` is None), from the start of the
+    turn the first of them is in: a page never splits a turn (a proposal from the run it led
+    to), so a client draws each page as it drew it live."""
+    total = len(messages)
+    end = total if before is None else min(before, total)
+    start = 0 if limit is None else max(0, end - limit)
+    turn = messages[start].turn_id if start < end else None
+    while turn is not None and start > 0 and messages[start - 1].turn_id == turn:
+        start -= 1
+    return start, messages[start:end], total
 
 
 def _display_size(messages: list[Message]) -> int:
