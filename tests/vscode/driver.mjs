@@ -80,6 +80,12 @@ const ops = {
         await box.fill(text);
         await box.press('Enter');
     },
+    /** Type into the open quick input, as a person does, without accepting it. */
+    async typeQuick({ text }) {
+        const box = page.locator('.quick-input-widget input');
+        await box.waitFor({ timeout: 10000 });
+        await box.pressSequentially(text, { delay: 40 });
+    },
     async openFile({ name }) {
         await page.keyboard.press('Escape');
         await page.keyboard.press('Control+P');

@@ -589,3 +589,25 @@ def test_a_long_conversation_opens_at_its_end_and_scrolls_back_page_by_page(
         wb("chatEval", expression="document.getElementById('oi-log').scrollTop = 0")
         wb("chatWait", selector=".oi-user", hasText=f"question {24900 - 100 * page}")
     assert wb("chatEval", expression=PLACES)["users"] == 400
+
+
+def test_conversations_searched_as_you_type(vscode: tuple[Workbench, Path],
+                                           model: ModelServer) -> None:
+    """Typed in Conversations, the words are searched in what was said in every
+    conversation (oi/sessions' query): the matches, with the words around them; one opens."""
+    wb, workspace = vscode
+    Store(workspace.parent / "data").write(
+        to_uri(workspace), "20261207-000000-feed01", Batch(2.0, "make the report", 2, whole=[
+            Message(role="user", type="message", content="make the report"),
+            Message(role="assistant", type="message",
+                    content="The quarterly sales grew by a tenth.")]))
+    wb("command", title="Open Interpreter: Conversations")
+    wb("wait", selector=".quick-input-list .monaco-list-row", hasText="New Conversation")
+    wb("typeQuick", text="quarterly sales")
+    wb("wait", selector=".quick-input-list .monaco-list-row",
+       hasText="The [quarterly] [sales] grew")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    wb("screenshot", path=str(SHOTS / "conversations-search.png"))  # the theme of the last test
+    wb("click", selector=".quick-input-list .monaco-list-row", hasText="make the report")
+    wb("chatWait", selector=".oi-assistant", hasText="The quarterly sales grew by a tenth.")
+    themed_shots(wb, "conversations-search-opened")

@@ -4,10 +4,13 @@ import * as vscode from 'vscode';
 import type { ChatView } from './chatView';
 import type { Server } from './server';
 
-interface SessionInfo { id: string; title: string; created: string; updated: string; messageCount: number; current: boolean }
+interface SessionInfo { id: string; title: string; created: string; updated: string; messageCount: number; current: boolean; snippet?: string }
 interface Export { id: string; format: string; title: string; content: string }
 
-type Item = vscode.QuickPickItem & { run?: () => Promise<void> };
+type Item = vscode.QuickPickItem & { run?: () => Promise<void>; id?: string };
+
+/** Typed this long, the words are searched in every conversation (oi/sessions' query). */
+const SEARCH_FROM = 2;
 
 /** "3 minutes ago" style, from an ISO 8601 time. */
 export function ago(iso: string, now = Date.now()): string {
@@ -27,33 +30,61 @@ export class Conversations {
         return this.chat.router.current ? { workspace: this.chat.router.current } : {};
     }
 
-    /** The list: New, Export the open one, then every saved conversation (Open). */
+    /** The list: New, Export the open one, then every saved conversation (Open). Typing
+     * searches what was said in them (the server's index): the matches, with their words. */
     async pick(): Promise<void> {
         const list = await this.server.request<{ current: string; sessions: SessionInfo[] }>('oi/sessions', this.workspace);
-        const items: Item[] = [
+        const fixed: Item[] = [
             { label: '$(add) New Conversation', description: 'the open one stays saved here', run: () => this.create() },
             { label: '$(export) Export the Open Conversation…', description: 'JSON, Markdown or Notebook', run: () => this.export(list.current) },
-            { label: 'Saved conversations', kind: vscode.QuickPickItemKind.Separator },
-            ...list.sessions.map((s): Item => ({
+        ];
+        const saved = (sessions: SessionInfo[], heading: string): Item[] => [
+            { label: heading, kind: vscode.QuickPickItemKind.Separator },
+            ...sessions.map((s): Item => ({
                 label: `${s.current ? '$(comment-discussion) ' : ''}${s.title || '(empty)'}`,
                 description: `${s.messageCount} message${s.messageCount === 1 ? '' : 's'} · ${ago(s.updated)}${s.current ? ' · open' : ''}`,
+                detail: s.snippet,
+                alwaysShow: s.snippet !== undefined, // found by the server: shown whatever the title
+                id: s.id,
                 run: () => this.open(s.id),
                 buttons: [{ iconPath: new vscode.ThemeIcon('export'), tooltip: 'Export' }],
             })),
         ];
+        const everything = [...fixed, ...saved(list.sessions, 'Saved conversations')];
         const qp = vscode.window.createQuickPick<Item>();
         qp.title = 'Open Interpreter: Conversations';
-        qp.placeholder = 'Open a saved conversation, start a new one, or export one';
-        qp.items = items;
+        qp.placeholder = 'Open a saved conversation, start a new one, export one, or type to search them';
+        qp.items = everything;
+        let asked = 0;
+        let timer: NodeJS.Timeout | undefined;
+        qp.onDidChangeValue((value) => {
+            clearTimeout(timer);
+            const query = value.trim();
+            if (query.length < SEARCH_FROM) {
+                qp.items = everything;
+                return;
+            }
+            timer = setTimeout(() => {
+                const mine = ++asked;
+                qp.busy = true;
+                this.server.request<{ sessions: SessionInfo[] }>('oi/sessions', { ...this.workspace, query }).then((found) => {
+                    if (mine !== asked) return; // a later search answers for what is typed now
+                    qp.items = [...fixed, ...saved(found.sessions, found.sessions.length
+                        ? `Said in ${found.sessions.length} conversation${found.sessions.length === 1 ? '' : 's'}`
+                        : `“${query}” was said in no conversation`)];
+                }, () => undefined).finally(() => { if (mine === asked) qp.busy = false; });
+            }, 250);
+        });
         const chosen = await new Promise<(() => Promise<void>) | undefined>((resolve) => {
             qp.onDidAccept(() => resolve(qp.selectedItems[0]?.run));
             qp.onDidTriggerItemButton((e) => {
-                const id = list.sessions[items.indexOf(e.item) - 3]?.id;
+                const id = e.item.id;
                 resolve(id ? () => this.export(id) : undefined);
             });
             qp.onDidHide(() => resolve(undefined));
             qp.show();
         });
+        clearTimeout(timer);
         qp.dispose();
         await chosen?.();
     }
@@ -64,7 +95,8 @@ export class Conversations {
     }
 
     async open(id: string): Promise<void> {
-        await this.server.request('oi/session/open', { id, ...this.workspace });
+        // The view asks oi/history for its last page: this answer need not carry them all.
+        await this.server.request('oi/session/open', { id, limit: 1, ...this.workspace });
         await this.chat.refresh();
     }
 
