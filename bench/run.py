@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -102,6 +103,20 @@ class TimedModelServer(ModelServer):
         self.sent.append((time.perf_counter(), delta))
 
 
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+async def _python(*args: str) -> str:
+    """What a clean Python process of this project prints (failing loudly)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=PROJECT)
+    out, err = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(args)} failed: {err.decode(errors='replace')[-2000:]}")
+    return out.decode()
+
+
 def fmt_ratio(value: float | None) -> str:
     if value is None:
         return "—"
@@ -185,6 +200,7 @@ class Bench:
             await self.memory()
             await self.main_server()
             await self.caching()
+            await self.record()
         finally:
             if self.oi is not None:
                 await self.oi.close()
@@ -313,6 +329,37 @@ class Bench:
                                   "run of 2 KB output and a 1 KB answer)", mib(after_long),
                             f"after the first turn {mib(after_first)}",
                             fmt_ratio(after_long / after_first)))
+
+    async def record(self) -> None:
+        """Issue 38: a change's cost at 50, 5,000 and 50,000 messages, each length in a clean
+        process of its own (and its conversation written by another), against the 50-message
+        figure; opening the longest (to the first page) and the RSS it holds, against a
+        conversation of none."""
+        self.log("a conversation's record at 0, 50, 5,000 and 50,000 messages")
+        got: dict[int, dict[str, float]] = {}
+        for count in (0, 50, 5_000, 50_000):
+            folder = self.folder(f"record-{count}")
+            await _python("-m", "bench.record_cost", "write", str(count), str(folder))
+            got[count] = json.loads(await _python("-m", "bench.record_cost", "measure",
+                                                  str(folder)))
+        base, idle, big = got[50], got[0], got[50_000]
+        for metric, what, key, unit in (
+                ("11a", "bytes written per change", "bytes_per_change", " B"),
+                ("11b", "CPU per change (record, flush)", "cpu_ms_per_change", " ms")):
+            for count in (5_000, 50_000):
+                ratio = got[count][key] / base[key]
+                self.report.add(Row(metric, f"{what}, a {count:,}-message conversation",
+                                    f"{got[count][key]:.{0 if unit == ' B' else 3}f}{unit}",
+                                    f"50 messages {base[key]:.{0 if unit == ' B' else 3}f}{unit}",
+                                    fmt_ratio(ratio), "<= 1.20x", verdict(ratio <= 1.2)))
+        self.report.add(Row("11c", "open a 50,000-message conversation → its first page",
+                            f"{big['open_ms']:.0f} ms", f"no messages {idle['open_ms']:.0f} ms",
+                            "—", "<= 200 ms", verdict(big["open_ms"] <= 200)))
+        self.report.add(Row("11d", "process RSS with a 50,000-message conversation open",
+                            mib(big["rss_mib"] * 2**20),
+                            f"no messages {mib(idle['rss_mib'] * 2**20)}", "—",
+                            "<= idle + 30 MiB",
+                            verdict(big["rss_mib"] - idle["rss_mib"] <= 30)))
 
     async def caching(self) -> None:
         """Issue 35: a 40-step session's cost with prompt caching and without."""
