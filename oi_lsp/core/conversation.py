@@ -261,16 +261,17 @@ class Conversation:
         """The saved conversations, the open one (as it is now) first, then newest first;
         with a query, those where all its words were said, best match first (the open one
         searched as saved: flushed first)."""
-        if query is not None and query.strip():
+        searching = query is not None and bool(query.strip())
+        if searching:
             await self.flush()
-            hits = await in_thread(self.store.search, self.workspace, query)
+            hits = await in_thread(self.store.search, self.workspace, query or "")
         saved = await in_thread(self.store.summaries, self.workspace)
         mine = next((s for s in saved if s.id == self.id), None)
         current = Summary(self.id, title_of(self.messages), self.created,
                           mine.updated if mine else self.created, len(self.messages))
         every = [current, *(s for s in saved if s.id != self.id)]
         snippets: dict[str, str | None] = {s.id: None for s in every}
-        if query is not None and query.strip():
+        if searching:
             by_id = {s.id: s for s in every}
             every = [by_id[h.conversation] for h in hits if h.conversation in by_id]
             snippets = {h.conversation: h.snippet for h in hits}

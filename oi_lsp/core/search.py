@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,7 +98,7 @@ def _update(db: sqlite3.Connection, folder: Path) -> None:
                 record.seek(size)
                 tail = record.read(stat.st_size - size)
             end = tail.rfind(b"\n") + 1  # a line still being written waits for the next time
-            count = _add(db, conversation, tail[:end].splitlines(), count)
+            count = _add(db, conversation, map(json.loads, tail[:end].splitlines()), count)
             db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)",
                        (conversation, stat.st_ino, size + end, count))
         except (OSError, ValueError) as exc:
@@ -114,8 +114,7 @@ def _update(db: sqlite3.Connection, folder: Path) -> None:
                 continue
             db.execute("DELETE FROM said WHERE conversation = ?", (conversation,))
             messages = json.loads(path.read_bytes())["messages"]
-            lines = [json.dumps({"i": i, "m": m}).encode() for i, m in enumerate(messages)]
-            count = _add(db, conversation, lines, 0)
+            count = _add(db, conversation, ({"i": i, "m": m} for i, m in enumerate(messages)), 0)
             db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)",
                        (conversation, -stat.st_mtime_ns, stat.st_size, count))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -125,10 +124,10 @@ def _update(db: sqlite3.Connection, folder: Path) -> None:
         db.execute("DELETE FROM records WHERE conversation = ?", (conversation,))
 
 
-def _add(db: sqlite3.Connection, conversation: str, lines: list[bytes], count: int) -> int:
-    """Index a record's lines (a header is skipped); the messages it then holds."""
-    for line in lines:
-        entry: Any = json.loads(line)
+def _add(db: sqlite3.Connection, conversation: str, entries: Iterable[Any], count: int) -> int:
+    """Index a record's entries, its lines read (a header is skipped); the messages it then
+    holds."""
+    for entry in entries:
         if not isinstance(entry, dict):
             continue
         if "keep" in entry:
