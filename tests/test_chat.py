@@ -387,7 +387,8 @@ def test_ctrl_c_while_an_answer_streams_prints_it_once(model: ModelServer, data_
                     f"{sys.executable} -m oi_lsp chat; sleep 60"], check=True, env=env)
     screen = Terminal(name)
     try:
-        screen.wait("Ctrl-C or Ctrl-D at the prompt exits.")
+        # Typed before the prompt shows, the terminal echoes the line above it, as a shell's.
+        screen.wait(">", last_line=True)
         screen.keys("=tell me a story", "Enter")
         screen.wait("word after word. This is")  # the answer streams, redrawn in place
         screen.keys("C-c")
