@@ -45,7 +45,7 @@ async def measure(data: Path) -> dict[str, float]:
     me = psutil.Process()
     began = time.perf_counter()
     conversation = Conversation(URI, Store(data), lambda _: None)
-    conversation.page(None, PAGE)
+    await conversation.page(None, PAGE)
     opened = time.perf_counter() - began
     rss = me.memory_info().rss
     record = conversation.file()
@@ -63,7 +63,7 @@ async def measure(data: Path) -> dict[str, float]:
     per_change = (time.process_time() - cpu) / CHANGES
     grown = (record.stat().st_size - size) / CHANGES
     await conversation.close()
-    return {"messages": len(conversation.messages) - 2 * CHANGES,
+    return {"messages": conversation.count - 2 * CHANGES,
             "bytes_per_change": grown, "cpu_ms_per_change": per_change * 1e3,
             "open_ms": opened * 1e3, "rss_mib": rss / 2**20}
 

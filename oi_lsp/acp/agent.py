@@ -168,7 +168,7 @@ class OIAgent:
         except (UnknownConversation, ConversationInUse, Busy) as exc:
             raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         session = self._open(workspace, cwd, session_id)
-        start, messages, _ = workspace.conversation.page(None, REPLAY_PAGE)
+        start, messages, _ = await workspace.conversation.page(None, REPLAY_PAGE)
         session.shown_from = start
         if start:
             self.link.update(session_id, update_agent_message_text(
@@ -278,10 +278,10 @@ class OIAgent:
             self.link.update(session.id, update_agent_message_text(
                 "**oi-lsp:** nothing earlier: the whole conversation is shown.\n"))
         else:
-            start, messages, _ = conversation.page(session.shown_from, REPLAY_PAGE)
+            start, messages, _ = await conversation.page(session.shown_from, REPLAY_PAGE)
             self.link.update(session.id, update_agent_message_text(
                 f"**oi-lsp:** messages {start + 1} to {session.shown_from} of "
-                f"{len(conversation.messages)}"
+                f"{conversation.count}"
                 + (f" ({_count(start)} before them: /earlier again)" if start else "")
                 + ":\n\n"))
             for update in replay.updates(messages, workspace.folder):

@@ -5,7 +5,7 @@ call for a compaction. Kept on the event loop; the store writes each batch in a 
 from __future__ import annotations
 
 from ..protocol import Message
-from .store import Batch, title_of
+from .store import Batch
 
 # The record is rewritten as its messages alone once the lines that no longer count (replaced
 # messages, dropped ones) are this many and more than the messages: a rewrite per so many
@@ -35,22 +35,23 @@ class Changes:
         self.cut = count if self.cut is None else min(self.cut, count)
         self.touched = {i for i in self.touched if i < count}
 
-    def take(self, messages: list[Message], created: float, hurry: bool) -> Batch:
-        """The next write, and the record as it will be once it is done."""
-        count = len(messages)
+    def take(self, held: list[Message], base: int, title: str, created: float,
+             hurry: bool) -> Batch:
+        """The next write, and the record as it will be once it is done: `held` are the
+        messages from `base` on (those before it are in the record, and stay as they are)."""
+        count = base + len(held)
         sync = self.sync or hurry
-        title = title_of(messages)
         if not self.on_disk or self.dead >= max(COMPACT_AFTER, count):
-            batch = Batch(created, title, count, whole=list(messages), sync=True)
+            batch = Batch(created, title, count, whole=list(held), kept=base, sync=True)
             self.on_disk, self.dead = True, 0
         else:
-            base = self.written if self.cut is None else min(self.cut, self.written)
-            cut = base if base < self.written else None
-            changed = sorted(i for i in self.touched if i < base)
+            first = self.written if self.cut is None else min(self.cut, self.written)
+            cut = first if first < self.written else None
+            changed = sorted(i for i in self.touched if i < first)
             batch = Batch(created, title, count, cut=cut,
-                          changes=[(i, messages[i]) for i in changed]
-                          + [(i, messages[i]) for i in range(base, count)], sync=sync)
-            self.dead += len(changed) + (0 if cut is None else 1 + self.written - base)
+                          changes=[(i, held[i - base]) for i in changed]
+                          + [(i, held[i - base]) for i in range(first, count)], sync=sync)
+            self.dead += len(changed) + (0 if cut is None else 1 + self.written - first)
         self.written, self.cut, self.sync = count, None, False
         self.touched = set()
         return batch

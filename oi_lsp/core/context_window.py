@@ -81,6 +81,13 @@ def budget(litellm: ModuleType, settings: Settings) -> int:
     return max(256, size - reserve)
 
 
+def reach(litellm: ModuleType, settings: Settings) -> int:
+    """Characters of the newest messages that surely cover what the window takes: a
+    conversation's older messages stay in its record unless the window may hold them
+    (twice the usual bytes per token: denser text than the estimate's still fits)."""
+    return 2 * BYTES_PER_TOKEN * budget(litellm, settings)
+
+
 _counting = threading.Lock()  # the switch is global: one count at a time flips it
 
 

@@ -50,6 +50,9 @@ SAVE_GAP = 0.1  # seconds between saves while changes keep coming
 # idle moment, bench row 1a). flush() cuts the wait: a turn's result still waits for its save.
 SAVE_DELAY = 0.005
 _TURNS_KEPT = 8  # where the last turns began, to find their messages without a walk of all
+# Messages held in memory: the last ones (up to twice as many before the oldest go). Older ones
+# stay in the record and are read from it when a page, an export or the model's context asks.
+TAIL = 1000
 
 
 class Conversation:
@@ -59,7 +62,10 @@ class Conversation:
         self.store = store
         self._notice = notice
         self.save_error: str | None = None  # why the last save failed; None once one works
-        self.messages: list[Message] = []
+        self.messages: list[Message] = []  # the last ones: from `base` on
+        self.base = 0  # the index of messages[0] in the conversation
+        self._title = ""  # while base > 0: the first user message may be in the record only
+        self._displayed = 0  # what the images and HTML it keeps add up to (against the limit)
         self.created = time.time()
         self._changes = Changes()  # since the record was last written
         self._turns: dict[str, int] = {}  # where each of the last turns began
@@ -80,15 +86,12 @@ class Conversation:
             self._claim = store.claim(workspace, self.id)
         if current is not None:
             self._load(notice)
-        self._displayed = _display_size(self.messages)
-        settled = settle_loaded(self.messages)
-        if settled:
-            self._changes.touched.update(settled)
+        if self._changes.touched:
             self._dirty = True  # saved with the next change (it needs a running loop)
 
     def _load(self, notice: Callable[[str], None]) -> None:
         try:
-            loaded = self.store.open(self.workspace, self.id)
+            loaded = self.store.open(self.workspace, self.id, TAIL)
         except UnknownConversation:
             return
         except DamagedConversation as exc:
@@ -99,8 +102,25 @@ class Conversation:
             return
         if loaded.notice:
             notice(loaded.notice)
-        self.messages, self.created = loaded.messages, loaded.created
-        self._changes.reset(len(loaded.messages), loaded.dead, loaded.on_disk)
+        self._take(loaded)
+
+    def _take(self, loaded: Loaded) -> None:
+        """Go on with these messages (the last of a conversation, or all of it)."""
+        self.messages, self.base, self.created = loaded.messages, loaded.base, loaded.created
+        self._title = loaded.title
+        self._changes.reset(loaded.base + len(loaded.messages), loaded.dead, loaded.on_disk)
+        self._changes.touched = {loaded.base + i for i in settle_loaded(self.messages)}
+        self._turns = {}
+        self._displayed = loaded.displayed if loaded.base else _display_size(self.messages)
+
+    @property
+    def count(self) -> int:
+        """The messages of the conversation, held or in the record only."""
+        return self.base + len(self.messages)
+
+    @property
+    def title(self) -> str:
+        return self._title if self.base else title_of(self.messages)
 
     # Messages ----------------------------------------------------------------------------
 
@@ -108,7 +128,7 @@ class Conversation:
         if message.turn_id is not None and message.turn_id not in self._turns:
             if len(self._turns) >= _TURNS_KEPT:
                 del self._turns[next(iter(self._turns))]
-            self._turns[message.turn_id] = len(self.messages)
+            self._turns[message.turn_id] = self.count
         self.messages.append(message)
         self._save_soon()
 
@@ -118,16 +138,20 @@ class Conversation:
         index = next((i for i in range(len(self.messages) - 1, -1, -1)
                       if self.messages[i] is message), None)
         if index is not None:
-            self._changes.touch(index)
+            self._changes.touch(self.base + index)
             self._changes.sync = True
             self._save_soon()
 
-    def _of_turn(self, turn_id: str) -> list[int]:
-        """The indices of a turn's messages, oldest first: from where the turn began when
-        that is known (the last turns), else from the start."""
-        start = self._turns.get(turn_id, 0)
-        return [i for i in range(start, len(self.messages))
-                if self.messages[i].turn_id == turn_id]
+    def _of_turn(self, turn_id: str) -> list[Message]:
+        """A turn's messages, oldest first: from where the turn began when that is known
+        (the last turns), else from the oldest held."""
+        start = max(self._turns.get(turn_id, self.base), self.base) - self.base
+        return [m for m in self.messages[start:] if m.turn_id == turn_id]
+
+    def _touch(self, message: Message) -> None:
+        index = next(i for i in range(len(self.messages) - 1, -1, -1)
+                     if self.messages[i] is message)
+        self._changes.touch(self.base + index)
 
     def record_displays(self, chunks: list[Chunk], turn_id: str,
                         tool_call_id: str | None = None) -> None:
@@ -156,8 +180,8 @@ class Conversation:
         """Keep a turn's usage on its last entry (clients draw it after the turn)."""
         mine = self._of_turn(turn_id)
         if mine:
-            self.messages[mine[-1]].usage = usage
-            self._changes.touch(mine[-1])
+            mine[-1].usage = usage
+            self._touch(mine[-1])
             self._save_soon()
 
     def note_stopped(self, turn_id: str) -> None:
@@ -165,27 +189,27 @@ class Conversation:
         did live), unless a proposal or run of the turn is stopped (or still waits, to be
         settled so): its outcome says it already."""
         mine = self._of_turn(turn_id)
-        if mine and not any(_is_code(self.messages[i])
-                            and self.messages[i].outcome in (None, "stopped", "expired")
-                            for i in mine):
-            self.messages[mine[-1]].stopped = True
-            self._changes.touch(mine[-1])
+        if mine and not any(_is_code(m) and m.outcome in (None, "stopped", "expired")
+                            for m in mine):
+            mine[-1].stopped = True
+            self._touch(mine[-1])
             self._save_soon()
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:
         """Give the turn's proposals that have no outcome yet this one (stopped, expired)."""
-        pending = [i for i in self._of_turn(turn_id) if _is_code(self.messages[i])
-                   and self.messages[i].outcome is None]
-        for index in pending:
-            self.messages[index].outcome = fate
-            self._changes.touch(index)
+        pending = [m for m in self._of_turn(turn_id) if _is_code(m) and m.outcome is None]
+        for message in pending:
+            message.outcome = fate
+            self._touch(message)
         if pending:
             self._changes.sync = True
             self._save_soon()
 
     def keep(self, count: int) -> None:
         """Drop every message after the first `count` (%undo)."""
-        del self.messages[count:]
+        self._title = self.title
+        del self.messages[max(0, count - self.base):]
+        self.base = min(self.base, count)
         self._changes.keep(count)
         self._turns = {t: i for t, i in self._turns.items() if i < count}
         self._save_soon()
@@ -202,7 +226,8 @@ class Conversation:
             await self._hurry.wait()
         while self._dirty:
             self._dirty = False
-            batch = self._changes.take(self.messages, self.created, self._hurry.is_set())
+            batch = self._changes.take(self.messages, self.base, self.title, self.created,
+                                       self._hurry.is_set())
             try:  # a thread anyio waits for even when cancelled: a save is never cut
                 await anyio.to_thread.run_sync(self.store.write, self.workspace, self.id,
                                                batch)
@@ -212,12 +237,24 @@ class Conversation:
             else:
                 self.save_error = None
                 self._changes.written_ok(batch)
+                self._trim()
             if self._dirty and not self._hurry.is_set():
                 # Changes came during the save (runs back to back): one save for all that
                 # come within SAVE_GAP, instead of a whole-file write and two fsyncs each. The
                 # first change after a quiet moment is saved at once; flush() cuts the wait.
                 with anyio.move_on_after(SAVE_GAP):
                     await self._hurry.wait()
+
+    def _trim(self) -> None:
+        """Let the oldest held messages go once twice TAIL are held, all in the record (the
+        turns going on keep theirs: a proposal's outcome is still to be set)."""
+        if self._dirty or len(self.messages) < 2 * TAIL:
+            return
+        end = min(self.count - TAIL, self._changes.written, *self._turns.values())
+        if end > self.base:
+            self._title = self.title  # before the first user message may go
+            del self.messages[:end - self.base]
+            self.base = end
 
     def _failed(self, exc: OSError) -> None:
         """Say the first time saving fails (a read-only or full data folder), not at every
@@ -267,8 +304,8 @@ class Conversation:
             hits = await in_thread(self.store.search, self.workspace, query or "")
         saved = await in_thread(self.store.summaries, self.workspace)
         mine = next((s for s in saved if s.id == self.id), None)
-        current = Summary(self.id, title_of(self.messages), self.created,
-                          mine.updated if mine else self.created, len(self.messages))
+        current = Summary(self.id, self.title, self.created,
+                          mine.updated if mine else self.created, self.count)
         every = [current, *(s for s in saved if s.id != self.id)]
         snippets: dict[str, str | None] = {s.id: None for s in every}
         if searching:
@@ -283,12 +320,51 @@ class Conversation:
     async def read(self, conversation_id: str | None) -> tuple[str, list[Message]]:
         """The id and messages of the open conversation, or of a saved one."""
         if conversation_id is None or conversation_id == self.id:
-            return self.id, list(self.messages)
+            return self.id, await self._range(0, self.count)
         return conversation_id, await in_thread(self.store.read, self.workspace,
                                                         conversation_id)
 
-    def page(self, before: int | None, limit: int | None) -> tuple[int, list[Message], int]:
-        return page_of(self.messages, before, limit)
+    async def page(self, before: int | None,
+                   limit: int | None) -> tuple[int, list[Message], int]:
+        """(index of the first, the messages, how many in all) of the `limit` messages before
+        `before` (the newest when None; all of them when `limit` is None), from the start of
+        the turn the first of them is in: a page never splits a turn (a proposal from the
+        run it led to), so a client draws each page as it drew it live."""
+        total = self.count
+        end = total if before is None else max(0, min(before, total))
+        start = 0 if limit is None else max(0, end - limit)
+        messages = await self._range(start, end)
+        turn = messages[0].turn_id if messages else None
+        while turn is not None and start > 0:
+            first = max(0, start - 64)
+            earlier = await self._range(first, start)
+            keep = len(earlier)
+            while keep and earlier[keep - 1].turn_id == turn:
+                keep -= 1
+            messages, start = earlier[keep:] + messages, first + keep
+            if keep:
+                break
+        return start, messages, total
+
+    async def recent(self, reach: int) -> list[Message]:
+        """The newest messages whose contents hold `reach` characters, or all there are:
+        what the model's context is fitted from (context_window drops the oldest first)."""
+        messages = list(self.messages)
+        size, first = sum(len(m.content) for m in messages), self.base
+        while size < reach and first > 0:
+            earlier = await self._range(max(0, first - TAIL), first)
+            size += sum(len(m.content) for m in earlier)
+            messages, first = earlier + messages, first - len(earlier)
+        return messages
+
+    async def _range(self, first: int, end: int) -> list[Message]:
+        """Messages first..end-1: those held, and the older ones read from the record."""
+        base = self.base
+        held = self.messages[max(0, first - base):max(0, end - base)]
+        if first >= base:
+            return held
+        return await in_thread(self.store.older, self.workspace, self.id, first,
+                               min(end, base)) + held
 
     async def export(self, conversation_id: str | None,
                      fmt: ExportFormat) -> SessionExportResult:
@@ -306,7 +382,7 @@ class Conversation:
         claim = self.store.claim(self.workspace, conversation_id)  # raises ConversationInUse
         try:
             await self.flush()  # the open one's last write, before its record is closed
-            loaded = await in_thread(self.store.open, self.workspace, conversation_id)
+            loaded = await in_thread(self.store.open, self.workspace, conversation_id, TAIL)
             still_free()
         except BaseException:
             claim.release()
@@ -319,8 +395,8 @@ class Conversation:
         """Open a new conversation holding `messages` (the open one stays saved; an empty one
         is reused)."""
         await self.flush()
-        conversation_id = new_conversation_id() if self.messages else self.id
-        claim = self.store.claim(self.workspace, conversation_id) if self.messages \
+        conversation_id = new_conversation_id() if self.count else self.id
+        claim = self.store.claim(self.workspace, conversation_id) if self.count \
             else self._claim
         await self._switch(conversation_id,
                            Loaded(conversation_id, messages, time.time(), on_disk=False), claim)
@@ -334,31 +410,13 @@ class Conversation:
             self._claim.release()
             self._claim = claim
         self.id = conversation_id
-        self.messages, self.created = loaded.messages, loaded.created
-        self._changes.reset(len(loaded.messages), loaded.dead, loaded.on_disk)
-        self._changes.touched, self._turns = set(settle_loaded(self.messages)), {}
+        self._take(loaded)
         if self._changes.touched:
             self._save_soon()
-        self._displayed = _display_size(self.messages)
         try:  # what the next server opens; failing that loses nothing of the conversation
             await to_disk(self.store.set_current, self.workspace, conversation_id)
         except OSError as exc:
             self._failed(exc)
-
-
-def page_of(messages: list[Message], before: int | None,
-            limit: int | None) -> tuple[int, list[Message], int]:
-    """(index of the first, the messages, how many in all) of the `limit` messages before
-    `before` (the newest when None; all of them when `limit` is None), from the start of the
-    turn the first of them is in: a page never splits a turn (a proposal from the run it led
-    to), so a client draws each page as it drew it live."""
-    total = len(messages)
-    end = total if before is None else min(before, total)
-    start = 0 if limit is None else max(0, end - limit)
-    turn = messages[start].turn_id if start < end else None
-    while turn is not None and start > 0 and messages[start - 1].turn_id == turn:
-        start -= 1
-    return start, messages[start:end], total
 
 
 def _display_size(messages: list[Message]) -> int:

@@ -24,7 +24,6 @@ from .aio import in_thread, to_disk
 from .prompt import to_model_messages
 from .settings import Settings, SettingsError
 from .situation import Situation
-from .store import title_of
 from .turn import Outcome
 
 if TYPE_CHECKING:
@@ -144,7 +143,7 @@ async def _undo(host: Host, console: Console, arg: str) -> None:
         return
     text = host.conversation.messages[last].content.strip().splitlines()[0][:60]
     after = len(host.conversation.messages) - last - 1
-    host.conversation.keep(last)
+    host.conversation.keep(host.conversation.base + last)
     console.say(f"Removed your last message (“{text}”) and the {after} message"
                 f"{'' if after == 1 else 's'} after it.\n")
 
@@ -180,10 +179,11 @@ async def _auto_run(host: Host, console: Console, arg: str) -> None:
 
 async def _tokens(host: Host, console: Console, arg: str) -> None:
     settings = host.settings()
-    messages = to_model_messages(host.conversation.messages, settings, await host.situation())
+    litellm = await llm.warm_up()
+    recent = await host.conversation.recent(context_window.reach(litellm, settings))
+    messages = to_model_messages(recent, settings, await host.situation())
     if arg:
         messages.append({"role": "user", "content": arg})
-    litellm = await llm.warm_up()
     report = await in_thread(_count, litellm, settings, messages)
     console.say(report)
 
@@ -223,8 +223,8 @@ async def _info(host: Host, console: Console, arg: str) -> None:
     lines = [
         f"oi-lsp {__version__}, Python {platform.python_version()}, {platform.platform()}",
         f"Workspace: {host.folder}",
-        f"Conversation: {conversation.id} “{title_of(conversation.messages) or '(empty)'}”, "
-        f"{len(conversation.messages)} messages",
+        f"Conversation: {conversation.id} “{conversation.title or '(empty)'}”, "
+        f"{conversation.count} messages",
         f"Saved in: {conversation.file()}",
         f"Model: {s.model or '(none set)'}" + (f" at {s.api_base}" if s.api_base else "")
         + f", API key {llm.key_source(await llm.warm_up(), s) if s.model else 'not needed'}",
@@ -261,8 +261,9 @@ def _given_absolute(arg: str) -> bool:
 
 async def _save_message(host: Host, console: Console, arg: str) -> None:
     path = _path(host, arg, "messages.json")
-    await _write(host, path, export.to_json(host.conversation.messages), _given_absolute(arg))
-    console.say(f"Saved {len(host.conversation.messages)} messages to {path}.\n")
+    _, messages = await host.conversation.read(None)
+    await _write(host, path, export.to_json(messages), _given_absolute(arg))
+    console.say(f"Saved {len(messages)} messages to {path}.\n")
 
 
 async def _load_message(host: Host, console: Console, arg: str) -> None:
@@ -280,20 +281,21 @@ async def _load_message(host: Host, console: Console, arg: str) -> None:
         first = str(exc).splitlines()[0]
         raise MagicError(f"{path} is not a JSON list of messages "
                          f"({{role, type, content, ...}}): {first}") from None
-    kept = bool(host.conversation.messages)
+    kept = bool(host.conversation.count)
     await host.conversation.begin(messages)
     console.say(f"Loaded {len(messages)} messages from {path} into a new conversation"
                 + (" (the previous one is kept)." if kept else ".") + "\n")
 
 
 async def _export(host: Host, console: Console, arg: str, fmt: export.Format) -> None:
-    title = title_of(host.conversation.messages)
+    title = host.conversation.title
     if arg:
         path = _path(host, arg, "")
     else:  # a new file named after the conversation; never overwrite one
         slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:50] or "conversation"
         path = await in_thread(_free_name, host.folder, slug, export.SUFFIX[fmt])
-    content = await in_thread(export.render, list(host.conversation.messages), fmt, title)
+    _, messages = await host.conversation.read(None)
+    content = await in_thread(export.render, messages, fmt, title)
     await _write(host, path, content, _given_absolute(arg))
     console.say(f"Exported the conversation to {path}.\n")
 

@@ -75,8 +75,9 @@ class Summary:
 
 @dataclass(slots=True)
 class Loaded:
-    """A conversation opened to be written: its messages, the lines of its record that no
-    longer count (for compaction), and a notice when a torn last line was dropped."""
+    """A conversation opened to be written: its last messages (from `base` on; the older
+    ones stay in the record), the lines of its record that no longer count (for compaction),
+    and a notice when a torn last line was dropped."""
 
     id: str
     messages: list[Message]
@@ -84,6 +85,9 @@ class Loaded:
     dead: int = 0
     notice: str | None = None
     on_disk: bool = True  # its record exists (else the first write is the whole of it)
+    base: int = 0  # the index of messages[0]
+    title: str = ""  # when base > 0 (the first user message is in the record only)
+    displayed: int = 0  # when base > 0: what the images and HTML it keeps add up to
 
 
 @dataclass(slots=True)
@@ -96,6 +100,7 @@ class Batch:
     cut: int | None = None  # first, keep only this many messages (%undo)
     changes: list[tuple[int, Message]] = field(default_factory=list)  # new or changed, by index
     whole: list[Message] | None = None  # write the record anew as these (new or compacted)
+    kept: int = 0  # ... after the first `kept` messages of the record as it is
     sync: bool = False  # fsync: a turn's end, an approval
 
 
@@ -168,8 +173,9 @@ class Store:
         self._drop_stale_temp(workspace)
         return self._current(workspace)
 
-    def open(self, workspace: str, conversation_id: str) -> Loaded:
-        """Read a conversation to go on writing it (hold its claim first): an older file is
+    def open(self, workspace: str, conversation_id: str, tail: int | None = None) -> Loaded:
+        """Read a conversation to go on writing it (hold its claim first), its last `tail`
+        messages only when given (the others are read by `older`): an older file is
         migrated to a record, a torn last line is cut off (and said, once). Raises
         UnknownConversation, or DamagedConversation after moving the file aside."""
         path = self.path(workspace, conversation_id)
@@ -181,20 +187,54 @@ class Store:
                 data, created = self._read_legacy(legacy, conversation_id)
                 return Loaded(conversation_id, _MESSAGES.validate_python(
                     [_inline(m, self._files(path)) for m in data]), created, on_disk=False)
-        replayed = self._replay(path, conversation_id)
-        messages = self._messages(replayed, path)
+        raw, found = self._scan(path, conversation_id)
+        count = len(found.spans)
+        base = 0 if tail is None else max(0, count - tail)
+        messages = self._messages(path, [_line(raw, found, i) for i in range(base, count)])
         notice = None
-        if replayed.torn:
-            notice = (f"The last change to this conversation ({replayed.torn} bytes) was cut "
+        if found.torn:
+            notice = (f"The last change to this conversation ({found.torn} bytes) was cut "
                       "off when oi-lsp stopped and could not be read; everything before it "
                       "is kept.")
-            log.warning("%s: dropped a torn last line of %d bytes", path, replayed.torn)
+            log.warning("%s: dropped a torn last line of %d bytes", path, found.torn)
+        record = self._journal(path)
+        record.known(found)
         try:
-            self._journal(path).resume(replayed)
+            record.resume(found)
         except OSError as exc:  # a read-only data folder: the writes say so
             log.warning("cannot reopen %s for writing: %s", path, exc)
-        return Loaded(conversation_id, messages, _created(replayed.header), replayed.dead,
-                      notice)
+        loaded = Loaded(conversation_id, messages, _created(found.header), found.dead, notice,
+                        base=base)
+        if base:
+            loaded.title = self._first_title(path, raw, found, base)
+            loaded.displayed = _folder_size(self._files(path))
+        return loaded
+
+    def older(self, workspace: str, conversation_id: str, first: int,
+              end: int) -> list[Message]:
+        """Messages first..end-1 of the open conversation, read from its record. Raises
+        DamagedConversation for a line that cannot be read (the record is left as it is:
+        it is still being written)."""
+        path = self.path(workspace, conversation_id)
+        lines = self._journal(path).lines(first, end)
+        if len(lines) != max(0, end - first):  # never fewer than asked, silently
+            raise DamagedConversation(f"Messages {first + 1} to {end} of {path} are not in "
+                                      "its record")
+        try:
+            return self._messages(path, lines, set_aside=False)
+        except DamagedConversation as exc:
+            raise DamagedConversation(f"Messages {first + 1} to {end} of {path} cannot be "
+                                      f"read: {exc}") from None
+
+    def _first_title(self, path: Path, raw: bytes, found: journal.Scan, base: int) -> str:
+        """The title of a conversation whose first messages were not read: its first user
+        message's."""
+        for index in range(base):
+            data = journal.message_of(_line(raw, found, index))
+            if data.get("role") == "user" and str(data.get("content") or "").strip():
+                return title_of(self._messages(path, [_line(raw, found, index)],
+                                               set_aside=False))
+        return ""
 
     def read(self, workspace: str, conversation_id: str) -> list[Message]:
         """A saved conversation's messages, written by nobody here (another conversation of
@@ -205,22 +245,28 @@ class Store:
         if not path.exists() and legacy.exists():
             data, _ = self._read_legacy(legacy, conversation_id)
             return _MESSAGES.validate_python([_inline(m, self._files(path)) for m in data])
-        return self._messages(self._replay(path, conversation_id), path)
+        raw, found = self._scan(path, conversation_id)
+        return self._messages(path, [_line(raw, found, i) for i in range(len(found.spans))])
 
-    def _replay(self, path: Path, conversation_id: str) -> journal.Replay:
+    def _scan(self, path: Path, conversation_id: str) -> tuple[bytes, journal.Scan]:
         try:
-            return journal.replay(path.read_bytes())
+            raw = path.read_bytes()
+            return raw, journal.scan(raw)
         except FileNotFoundError:
             raise UnknownConversation(f"no conversation {conversation_id!r}") from None
         except (OSError, journal.Damaged) as exc:
             raise DamagedConversation(_set_aside(path, exc)) from None
 
-    def _messages(self, replayed: journal.Replay, path: Path) -> list[Message]:
+    def _messages(self, path: Path, lines: list[bytes], set_aside: bool = True,
+                  ) -> list[Message]:
+        """The messages these lines of a record hold, their displays read back."""
         files = self._files(path)
         try:
-            return _MESSAGES.validate_python([_inline(m, files) for m in replayed.messages])
-        except ValidationError as exc:
-            raise DamagedConversation(_set_aside(path, exc)) from None
+            return _MESSAGES.validate_python(
+                [_inline(journal.message_of(line), files) for line in lines])
+        except (ValueError, ValidationError) as exc:
+            raise DamagedConversation(_set_aside(path, exc) if set_aside else
+                                      f"{type(exc).__name__}: {exc}"[:200]) from None
 
     def _read_legacy(self, legacy: Path, conversation_id: str,
                      ) -> tuple[list[dict[str, Any]], float]:
@@ -240,11 +286,10 @@ class Store:
         `.json.migrated` (read by nothing; an older oi-lsp's copy). A folder that cannot be
         written leaves it: it is read from the old file until it can."""
         messages, created = self._read_legacy(legacy, conversation_id)
-        lines = [journal.header_line(workspace, conversation_id, created)]
-        lines += [journal.message_line(i, m) for i, m in enumerate(messages)]
+        lines = [journal.message_line(i, m) for i, m in enumerate(messages)]
         path = self.path(workspace, conversation_id)
         try:
-            Journal(path).start(lines)
+            Journal(path).start(journal.header_line(workspace, conversation_id, created), lines)
             os.replace(legacy, legacy.with_name(legacy.name + ".migrated"))
         except OSError as exc:
             log.warning("cannot migrate %s: %s", legacy, exc)
@@ -298,12 +343,11 @@ class Store:
             if known.get("size") == stat.st_size:
                 return Summary(conversation_id, str(known["title"]), float(known["created"]),
                                float(known["updated"]), int(known["count"]))
-        replayed = journal.replay(path.read_bytes())
-        first = next((m for m in replayed.messages if m.get("role") == "user"
-                      and str(m.get("content") or "").strip()), None)
-        title = title_of(_MESSAGES.validate_python([first] if first else []))
-        summary = Summary(conversation_id, title, _created(replayed.header), stat.st_mtime,
-                          len(replayed.messages))
+        raw = path.read_bytes()
+        found = journal.scan(raw)
+        count = len(found.spans)
+        summary = Summary(conversation_id, self._first_title(path, raw, found, count),
+                          _created(found.header), stat.st_mtime, count)
         with contextlib.suppress(OSError):
             _write_summary(side, summary, stat.st_size)
         return summary
@@ -405,17 +449,14 @@ class Store:
         files = self._files(path)
         record = self._journal(path)
         if batch.whole is not None:
-            lines = [journal.header_line(workspace, conversation_id, batch.created)]
-            lines += [journal.message_line(i, self._external(m, files))
-                      for i, m in enumerate(batch.whole)]
-            record.start(lines)
+            record.start(journal.header_line(workspace, conversation_id, batch.created),
+                         [journal.message_line(i, self._external(m, files))
+                          for i, m in enumerate(batch.whole, batch.kept)], batch.kept)
             if self._current(workspace) is None:
                 self.set_current(workspace, conversation_id)
         else:
-            lines = [] if batch.cut is None else [journal.keep_line(batch.cut)]
-            lines += [journal.message_line(i, self._external(m, files))
-                      for i, m in batch.changes]
-            record.append(lines, batch.sync)
+            record.append(batch.cut, [(i, journal.message_line(i, self._external(m, files)))
+                                      for i, m in batch.changes], batch.sync)
         with contextlib.suppress(OSError):  # only a shortcut for listing it
             _write_summary(path.with_suffix(".summary"),
                            Summary(conversation_id, batch.title, batch.created, time.time(),
@@ -428,6 +469,19 @@ class Store:
 def _created(header: dict[str, Any]) -> float:
     created = header.get("created")
     return float(created) if isinstance(created, int | float) else 0.0
+
+
+def _line(raw: bytes, found: journal.Scan, index: int) -> bytes:
+    start = found.spans.start[index]
+    return raw[start:start + found.spans.size[index]]
+
+
+def _folder_size(folder: Path) -> int:
+    """What the files in a folder hold (0 when there is none)."""
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(folder) if entry.is_file())
+    except OSError:
+        return 0
 
 
 def _write_summary(path: Path, summary: Summary, size: int) -> None:

@@ -28,7 +28,6 @@ from .aio import to_disk
 from .conversation import Conversation
 from .export import fence
 from .run_output import NO_OUTPUT
-from .store import title_of
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +73,7 @@ class Snapshot:
     live: Live | None
     state: str
     images: dict[str, bytes] = field(default_factory=dict)  # file name -> its bytes
+    earlier: int = 0  # messages before the first of `messages`, not shown
 
 
 class Transcript:
@@ -131,10 +131,11 @@ class Transcript:
             await asyncio.sleep(INTERVAL)
             self._dirty = False
             live = self._live
-            snapshot = Snapshot(self.path(), title_of(self.conversation.messages),
+            snapshot = Snapshot(self.path(), self.conversation.title,
                                 self.workspace, list(self.conversation.messages),
                                 Live(live.role, live.type, live.format, live.text,
-                                     live.dropped_lines) if live else None, self._state)
+                                     live.dropped_lines) if live else None, self._state,
+                                earlier=self.conversation.base)
             try:
                 self.lines = await to_disk(write, snapshot)
             except OSError:
@@ -159,6 +160,9 @@ def render(snapshot: Snapshot) -> str:
     state = _STATES.get(snapshot.state, snapshot.state)
     parts = [f"# Open Interpreter: {snapshot.title or 'new conversation'}",
              f"_{folder} · {state} · updated {time.strftime('%H:%M:%S')}_"]
+    if snapshot.earlier:
+        parts.append(f"_{snapshot.earlier:,} earlier messages are not shown here: the "
+                     "conversation keeps them (export it to read them all)._")
     speaker = ""
     proposals: dict[str, Message] = {}  # tool call id / turn -> the code it asked to run
     for m in snapshot.messages:

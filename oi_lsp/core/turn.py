@@ -153,7 +153,8 @@ class Turn:
             return to_model_messages(self.messages, self.settings, self.situation)
         litellm = await llm.warm_up()
         sees = vision.enabled(litellm, self.settings)
-        kept = list(self.messages)  # read in a thread (images are shrunk there) as they are now
+        # read in a thread (images are shrunk there) as they are now
+        kept = await self.conversation.recent(context_window.reach(litellm, self.settings))
 
         def build() -> list[dict[str, Any]]:
             return context_window.fit(litellm, self.settings, to_model_messages(

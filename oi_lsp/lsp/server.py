@@ -221,10 +221,11 @@ async def reset(ls: OIServer, params: Any) -> dict[str, Any]:
 
 
 @SERVER.feature(protocol.HISTORY)
-def history(ls: OIServer, params: Any) -> dict[str, Any]:
+async def history(ls: OIServer, params: Any) -> dict[str, Any]:
     p = _parse(HistoryParams, params)
     workspace = _workspace(ls, p)
-    start, messages, total = workspace.conversation.page(p.before, p.limit)
+    with refusals():  # an older page's line that cannot be read
+        start, messages, total = await workspace.conversation.page(p.before, p.limit)
     return HistoryResult(workspace=workspace.uri, messages=messages, start=start,
                          total=total).wire()
 
@@ -266,7 +267,7 @@ async def session_open(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, p)
     with refusals():
         await workspace.open_conversation(p.id)
-    return _session_result(workspace, p.limit)
+    return await _session_result(workspace, p.limit)
 
 
 @SERVER.feature(protocol.SESSION_NEW)
@@ -274,12 +275,12 @@ async def session_new(ls: OIServer, params: Any) -> dict[str, Any]:
     workspace = _workspace(ls, _parse(WorkspaceParams, params))
     with refusals():
         await workspace.new_conversation()
-    return _session_result(workspace)
+    return await _session_result(workspace)
 
 
-def _session_result(workspace: Workspace, limit: int | None = None) -> dict[str, Any]:
+async def _session_result(workspace: Workspace, limit: int | None = None) -> dict[str, Any]:
     conversation = workspace.conversation
-    start, messages, total = conversation.page(None, limit)
+    start, messages, total = await conversation.page(None, limit)
     return SessionResult(workspace=workspace.uri, id=conversation.id, messages=messages,
                          start=start, total=total).wire()
 
