@@ -123,7 +123,8 @@ def test_a_50000_message_conversation_in_a_terminal(nvim: Nvim, workspace: Path,
                                                     data_dir: Path) -> None:
     """As a person sees it, in tmux: the chat opens at the end of 50,000 messages, the line
     above the page says how many are earlier, and scrolling up (gg, then <C-y>) brings the
-    page before without a jump, twice (screens saved to test-artifacts/neovim/pages-*.txt)."""
+    page before without a jump, twice, then on past the messages the server holds, read from
+    the record (screens saved to test-artifacts/neovim/pages-*.txt)."""
     write_conversation(data_dir, workspace, 25_000)
     shots = ARTIFACTS / "neovim"
     shots.mkdir(parents=True, exist_ok=True)
@@ -138,9 +139,14 @@ def test_a_50000_message_conversation_in_a_terminal(nvim: Nvim, workspace: Path,
         term.keys("g", "g")  # and up again
         again = term.wait("a24799 words")
         (shots / "pages-after-scrolling-up-again.txt").write_text(again)
+        for answer in (24699, 24599, 24499, 24399):  # past the 1,000 the server holds
+            term.keys("g", "g")
+            further = term.wait(f"a{answer} words")
+        (shots / "pages-read-from-the-record.txt").write_text(further)
         term.keys("Escape", "=:qa!", "Enter")
     assert "q24999 words" in opened and "a24999 words" in opened
     # gg reached the top and the page came: the window shows where it was (the old first
     # message), the new page's last message just above it.
     assert top.index("a24899 words") < top.index("q24900 words"), top
     assert again.index("a24799 words") < again.index("q24800 words"), again
+    assert further.index("a24399 words") < further.index("q24400 words"), further

@@ -209,6 +209,28 @@ async def test_history_in_pages_from_the_newest(start_server: StartServer, works
         assert getattr(info.value, "code", None) == -32602, bad
 
 
+async def test_past_what_the_server_holds_pages_and_the_model_read_the_record(
+        start_server: StartServer, model: ModelServer, workspace: Path, data_dir: Path) -> None:
+    """A conversation longer than the messages a server holds (conversation.TAIL): a page
+    before them, and a model whose window takes it all, get the older ones from the record."""
+    count = 2 * conversation_module.TAIL + 500
+    Store(data_dir).write(to_uri(workspace), "20261207-000000-abcdef", Batch(
+        1.0, "m0", count, whole=[Message(role="assistant" if i % 2 else "user",
+                                         type="message", content=f"m{i}", turn_id=f"t{i // 2}")
+                                 for i in range(count)]))
+    client = await start_server(workspace)
+    got = await client.request("oi/history", {"before": 100, "limit": 50})
+    assert ([m["content"] for m in got["messages"]], got["start"], got["total"]) == (
+        [f"m{i}" for i in range(50, 100)], 50, count)
+    await client.request("oi/configure", {"contextWindow": 1_000_000})
+    model.script(ms.text("Yes."))
+    assert (await client.chat("still there?"))["status"] == "done"
+    sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] != "system"]
+    assert sent[:3] == ["m0", "m1", "m2"] and len(sent) == count + 1
+    exported = await client.request("oi/session/export", {"format": "json"})
+    assert len(json.loads(exported["content"])) == count + 2  # with the question and answer
+
+
 async def test_switching_while_a_turn_runs_is_refused(client: OIClient,
                                                       model: ModelServer) -> None:
     model.script(ms.text("slow " * 30, pieces=30, delay=0.1))
