@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from ..protocol import (
 from . import export
 from .aio import in_thread, to_disk
 from .changes import Changes
+from .search import Hit
 from .store import (
     Claim,
     ConversationInUse,
@@ -79,9 +80,7 @@ class Conversation:
         except ConversationInUse:
             # Another editor's server writes that one: this editor goes on in a new one, so
             # neither overwrites the other's messages.
-            notice(f"The conversation “{store.title(workspace, self.id) or self.id}” of this "
-                   "folder is open in another editor. This editor starts a new conversation; "
-                   "both are kept (the conversation list shows them).")
+            notice(_in_use(store.title(workspace, self.id) or self.id))
             current, self.id = None, new_conversation_id()
             self._claim = store.claim(workspace, self.id)
         if current is not None:
@@ -132,14 +131,14 @@ class Conversation:
         self.messages.append(message)
         self._save_soon()
 
-    def changed(self, message: Message) -> None:
+    def changed(self, message: Message, sync: bool = True) -> None:
         """A recorded message was updated (a proposal's risk or outcome): save it again, at
-        once to disk (an approval is not lost with a power cut)."""
+        once to disk unless not `sync` (an approval is not lost with a power cut)."""
         index = next((i for i in range(len(self.messages) - 1, -1, -1)
                       if self.messages[i] is message), None)
         if index is not None:
             self._changes.touch(self.base + index)
-            self._changes.sync = True
+            self._changes.sync |= sync
             self._save_soon()
 
     def _of_turn(self, turn_id: str) -> list[Message]:
@@ -148,41 +147,20 @@ class Conversation:
         start = max(self._turns.get(turn_id, self.base), self.base) - self.base
         return [m for m in self.messages[start:] if m.turn_id == turn_id]
 
-    def _touch(self, message: Message) -> None:
-        index = next(i for i in range(len(self.messages) - 1, -1, -1)
-                     if self.messages[i] is message)
-        self._changes.touch(self.base + index)
-
     def record_displays(self, chunks: list[Chunk], turn_id: str,
                         tool_call_id: str | None = None) -> None:
         """Keep the images and HTML a run displayed, as the stream carried them, within the
         size limits; past them, a note says what was left out."""
-        for chunk in chunks:
-            if chunk.type == "console":
-                continue
-            size = len(chunk.content)
-            if size > DISPLAY_ITEM_LIMIT or self._displayed + size > DISPLAY_TOTAL_LIMIT:
-                what = "an image" if chunk.type == "image" else f"{chunk.format} output"
-                limit = (f"the {_mb(DISPLAY_ITEM_LIMIT)} kept per item"
-                         if size > DISPLAY_ITEM_LIMIT else
-                         f"the {_mb(DISPLAY_TOTAL_LIMIT)} kept per conversation")
-                self.record(Message(role="computer", type="console", format="output",
-                                    content=f"[{what} ({_mb(size)}) was shown here; not kept: "
-                                            f"over {limit}]", turn_id=turn_id,
-                                    tool_call_id=tool_call_id))
-                continue
-            self._displayed += size
-            self.record(Message(role="computer", type=chunk.type, format=chunk.format,
-                                content=chunk.content, turn_id=turn_id,
-                                tool_call_id=tool_call_id))
+        kept, self._displayed = displays(chunks, self._displayed, turn_id, tool_call_id)
+        for message in kept:
+            self.record(message)
 
     def note_usage(self, turn_id: str, usage: Usage) -> None:
         """Keep a turn's usage on its last entry (clients draw it after the turn)."""
         mine = self._of_turn(turn_id)
         if mine:
             mine[-1].usage = usage
-            self._touch(mine[-1])
-            self._save_soon()
+            self.changed(mine[-1], sync=False)
 
     def note_stopped(self, turn_id: str) -> None:
         """Mark the last entry of a turn the user stopped (clients say so after it, as they
@@ -192,18 +170,14 @@ class Conversation:
         if mine and not any(_is_code(m) and m.outcome in (None, "stopped", "expired")
                             for m in mine):
             mine[-1].stopped = True
-            self._touch(mine[-1])
-            self._save_soon()
+            self.changed(mine[-1], sync=False)
 
     def settle(self, turn_id: str, fate: CodeOutcome) -> None:
         """Give the turn's proposals that have no outcome yet this one (stopped, expired)."""
         pending = [m for m in self._of_turn(turn_id) if _is_code(m) and m.outcome is None]
         for message in pending:
             message.outcome = fate
-            self._touch(message)
-        if pending:
-            self._changes.sync = True
-            self._save_soon()
+            self.changed(message)
 
     def keep(self, count: int) -> None:
         """Drop every message after the first `count` (%undo)."""
@@ -248,10 +222,8 @@ class Conversation:
     def _trim(self) -> None:
         """Let the oldest held messages go once twice TAIL are held, all in the record (the
         turns going on keep theirs: a proposal's outcome is still to be set)."""
-        if self._dirty or len(self.messages) < 2 * TAIL:
-            return
         end = min(self.count - TAIL, self._changes.written, *self._turns.values())
-        if end > self.base:
+        if not self._dirty and len(self.messages) >= 2 * TAIL and end > self.base:
             self._title = self.title  # before the first user message may go
             del self.messages[:end - self.base]
             self.base = end
@@ -261,10 +233,7 @@ class Conversation:
         message; a save that works again ends it."""
         log.warning("could not save the conversation of %s: %s", self.workspace, exc)
         if self.save_error is None:
-            self.save_error = (
-                f"This conversation cannot be saved in {self.store.folder(self.workspace)} "
-                f"({exc.strerror or exc}): it is lost when the editor closes. Make that "
-                "folder writable, or set OI_LSP_DATA_DIR to one that is.")
+            self.save_error = _cannot_save(self.store.folder(self.workspace), exc)
             self._notice(self.save_error)
 
     async def flush(self) -> None:
@@ -298,24 +267,15 @@ class Conversation:
         """The saved conversations, the open one (as it is now) first, then newest first;
         with a query, those where all its words were said, best match first (the open one
         searched as saved: flushed first)."""
-        searching = query is not None and bool(query.strip())
-        if searching:
+        hits = None
+        if query is not None and query.strip():
             await self.flush()
-            hits = await in_thread(self.store.search, self.workspace, query or "")
+            hits = await in_thread(self.store.search, self.workspace, query)
         saved = await in_thread(self.store.summaries, self.workspace)
         mine = next((s for s in saved if s.id == self.id), None)
         current = Summary(self.id, self.title, self.created,
                           mine.updated if mine else self.created, self.count)
-        every = [current, *(s for s in saved if s.id != self.id)]
-        snippets: dict[str, str | None] = {s.id: None for s in every}
-        if searching:
-            by_id = {s.id: s for s in every}
-            every = [by_id[h.conversation] for h in hits if h.conversation in by_id]
-            snippets = {h.conversation: h.snippet for h in hits}
-        return [ConversationInfo(id=s.id, title=s.title, created=_iso(s.created),
-                                 updated=_iso(s.updated), message_count=s.message_count,
-                                 current=s is current, snippet=snippets.get(s.id))
-                for s in every]
+        return listed(current, saved, hits)
 
     async def read(self, conversation_id: str | None) -> tuple[str, list[Message]]:
         """The id and messages of the open conversation, or of a saved one."""
@@ -326,36 +286,13 @@ class Conversation:
 
     async def page(self, before: int | None,
                    limit: int | None) -> tuple[int, list[Message], int]:
-        """(index of the first, the messages, how many in all) of the `limit` messages before
-        `before` (the newest when None; all of them when `limit` is None), from the start of
-        the turn the first of them is in: a page never splits a turn (a proposal from the
-        run it led to), so a client draws each page as it drew it live."""
-        total = self.count
-        end = total if before is None else max(0, min(before, total))
-        start = 0 if limit is None else max(0, end - limit)
-        messages = await self._range(start, end)
-        turn = messages[0].turn_id if messages else None
-        while turn is not None and start > 0:
-            first = max(0, start - 64)
-            earlier = await self._range(first, start)
-            keep = len(earlier)
-            while keep and earlier[keep - 1].turn_id == turn:
-                keep -= 1
-            messages, start = earlier[keep:] + messages, first + keep
-            if keep:
-                break
-        return start, messages, total
+        """(index of the first, the messages, how many in all): see page_of."""
+        return await page_of(self._range, self.count, before, limit)
 
     async def recent(self, reach: int) -> list[Message]:
         """The newest messages whose contents hold `reach` characters, or all there are:
         what the model's context is fitted from (context_window drops the oldest first)."""
-        messages = list(self.messages)
-        size, first = sum(len(m.content) for m in messages), self.base
-        while size < reach and first > 0:
-            earlier = await self._range(max(0, first - TAIL), first)
-            size += sum(len(m.content) for m in earlier)
-            messages, first = earlier + messages, first - len(earlier)
-        return messages
+        return await recent_of(self._range, list(self.messages), self.base, reach)
 
     async def _range(self, first: int, end: int) -> list[Message]:
         """Messages first..end-1: those held, and the older ones read from the record."""
@@ -419,6 +356,85 @@ class Conversation:
             self._failed(exc)
 
 
+Ranges = Callable[[int, int], Awaitable[list[Message]]]
+
+
+async def page_of(messages: Ranges, total: int, before: int | None,
+                  limit: int | None) -> tuple[int, list[Message], int]:
+    """(index of the first, the messages, how many in all) of the `limit` messages before
+    `before` (the newest when None; all of them when `limit` is None), from the start of the
+    turn the first of them is in: a page never splits a turn (a proposal from the run it led
+    to), so a client draws each page as it drew it live."""
+    end = total if before is None else max(0, min(before, total))
+    start = 0 if limit is None else max(0, end - limit)
+    page = await messages(start, end)
+    turn = page[0].turn_id if page else None
+    while turn is not None and start > 0:
+        first = max(0, start - 64)
+        earlier = await messages(first, start)
+        keep = len(earlier)
+        while keep and earlier[keep - 1].turn_id == turn:
+            keep -= 1
+        page, start = earlier[keep:] + page, first + keep
+        if keep:
+            break
+    return start, page, total
+
+
+async def recent_of(messages: Ranges, held: list[Message], base: int,
+                    reach: int) -> list[Message]:
+    """`held` (messages from `base` on) and as many before them as it takes for their
+    contents to hold `reach` characters."""
+    size, first = sum(len(m.content) for m in held), base
+    while size < reach and first > 0:
+        earlier = await messages(max(0, first - TAIL), first)
+        size += sum(len(m.content) for m in earlier)
+        held, first = earlier + held, first - len(earlier)
+    return held
+
+
+def displays(chunks: list[Chunk], displayed: int, turn_id: str,
+             tool_call_id: str | None) -> tuple[list[Message], int]:
+    """The messages that keep what a run displayed, within the size limits (past them, a
+    note), and what the conversation's displays add up to then."""
+    kept = []
+    for chunk in chunks:
+        if chunk.type == "console":
+            continue
+        size = len(chunk.content)
+        if size > DISPLAY_ITEM_LIMIT or displayed + size > DISPLAY_TOTAL_LIMIT:
+            what = "an image" if chunk.type == "image" else f"{chunk.format} output"
+            limit = (f"the {_mb(DISPLAY_ITEM_LIMIT)} kept per item"
+                     if size > DISPLAY_ITEM_LIMIT else
+                     f"the {_mb(DISPLAY_TOTAL_LIMIT)} kept per conversation")
+            kept.append(Message(role="computer", type="console", format="output",
+                                content=f"[{what} ({_mb(size)}) was shown here; not kept: "
+                                        f"over {limit}]", turn_id=turn_id,
+                                tool_call_id=tool_call_id))
+            continue
+        displayed += size
+        kept.append(Message(role="computer", type=chunk.type, format=chunk.format,
+                            content=chunk.content, turn_id=turn_id,
+                            tool_call_id=tool_call_id))
+    return kept, displayed
+
+
+def listed(current: Summary, saved: list[Summary],
+           hits: list[Hit] | None) -> list[ConversationInfo]:
+    """The open conversation, then the saved ones; only those found (best first) for a
+    search's `hits`."""
+    every = [current, *(s for s in saved if s.id != current.id)]
+    snippets: dict[str, str | None] = {s.id: None for s in every}
+    if hits is not None:
+        by_id = {s.id: s for s in every}
+        every = [by_id[h.conversation] for h in hits if h.conversation in by_id]
+        snippets = {h.conversation: h.snippet for h in hits}
+    return [ConversationInfo(id=s.id, title=s.title, created=_iso(s.created),
+                             updated=_iso(s.updated), message_count=s.message_count,
+                             current=s is current, snippet=snippets.get(s.id))
+            for s in every]
+
+
 def _display_size(messages: list[Message]) -> int:
     """What the images and HTML a conversation keeps add up to (against its limit)."""
     return sum(len(m.content) for m in messages if is_display(m))
@@ -453,6 +469,18 @@ def settle_loaded(messages: list[Message]) -> list[int]:
             message.outcome = "expired"
         changed.append(i)
     return changed
+
+
+def _in_use(title: str) -> str:
+    return (f"The conversation “{title}” of this folder is open in another editor. This "
+            "editor starts a new conversation; both are kept (the conversation list shows "
+            "them).")
+
+
+def _cannot_save(folder: Path, exc: OSError) -> str:
+    return (f"This conversation cannot be saved in {folder} ({exc.strerror or exc}): it is "
+            "lost when the editor closes. Make that folder writable, or set OI_LSP_DATA_DIR "
+            "to one that is.")
 
 
 def _mb(size: int) -> str:

@@ -170,7 +170,7 @@ class Store:
     def current(self, workspace: str) -> str | None:
         """The id of the conversation the workspace had open, if it has one."""
         self._migrate(workspace)
-        self._drop_stale_temp(workspace)
+        _drop_stale_temp(self.folder(workspace))
         return self._current(workspace)
 
     def open(self, workspace: str, conversation_id: str, tail: int | None = None) -> Loaded:
@@ -184,13 +184,13 @@ class Store:
             try:
                 self._migrate_file(workspace, conversation_id, legacy)
             except OSError:  # read from the old file; the first write says why it fails
-                data, created = self._read_legacy(legacy, conversation_id)
+                data, created = _read_legacy(legacy, conversation_id)
                 return Loaded(conversation_id, _MESSAGES.validate_python(
-                    [_inline(m, self._files(path)) for m in data]), created, on_disk=False)
+                    [_inline(m, _files(path)) for m in data]), created, on_disk=False)
         raw, found = self._scan(path, conversation_id)
         count = len(found.spans)
         base = 0 if tail is None else max(0, count - tail)
-        messages = self._messages(path, [_line(raw, found, i) for i in range(base, count)])
+        messages = _messages(path, [_line(raw, found, i) for i in range(base, count)])
         notice = None
         if found.torn:
             notice = (f"The last change to this conversation ({found.torn} bytes) was cut "
@@ -206,8 +206,8 @@ class Store:
         loaded = Loaded(conversation_id, messages, _created(found.header), found.dead, notice,
                         base=base)
         if base:
-            loaded.title = self._first_title(path, raw, found, base)
-            loaded.displayed = _folder_size(self._files(path))
+            loaded.title = _first_title(path, raw, found, base)
+            loaded.displayed = _folder_size(_files(path))
         return loaded
 
     def older(self, workspace: str, conversation_id: str, first: int,
@@ -221,20 +221,10 @@ class Store:
             raise DamagedConversation(f"Messages {first + 1} to {end} of {path} are not in "
                                       "its record")
         try:
-            return self._messages(path, lines, set_aside=False)
+            return _messages(path, lines, set_aside=False)
         except DamagedConversation as exc:
             raise DamagedConversation(f"Messages {first + 1} to {end} of {path} cannot be "
                                       f"read: {exc}") from None
-
-    def _first_title(self, path: Path, raw: bytes, found: journal.Scan, base: int) -> str:
-        """The title of a conversation whose first messages were not read: its first user
-        message's."""
-        for index in range(base):
-            data = journal.message_of(_line(raw, found, index))
-            if data.get("role") == "user" and str(data.get("content") or "").strip():
-                return title_of(self._messages(path, [_line(raw, found, index)],
-                                               set_aside=False))
-        return ""
 
     def read(self, workspace: str, conversation_id: str) -> list[Message]:
         """A saved conversation's messages, written by nobody here (another conversation of
@@ -243,10 +233,10 @@ class Store:
         path = self.path(workspace, conversation_id)
         legacy = path.with_suffix(".json")
         if not path.exists() and legacy.exists():
-            data, _ = self._read_legacy(legacy, conversation_id)
-            return _MESSAGES.validate_python([_inline(m, self._files(path)) for m in data])
+            data, _ = _read_legacy(legacy, conversation_id)
+            return _MESSAGES.validate_python([_inline(m, _files(path)) for m in data])
         raw, found = self._scan(path, conversation_id)
-        return self._messages(path, [_line(raw, found, i) for i in range(len(found.spans))])
+        return _messages(path, [_line(raw, found, i) for i in range(len(found.spans))])
 
     def _scan(self, path: Path, conversation_id: str) -> tuple[bytes, journal.Scan]:
         try:
@@ -257,35 +247,11 @@ class Store:
         except (OSError, journal.Damaged) as exc:
             raise DamagedConversation(_set_aside(path, exc)) from None
 
-    def _messages(self, path: Path, lines: list[bytes], set_aside: bool = True,
-                  ) -> list[Message]:
-        """The messages these lines of a record hold, their displays read back."""
-        files = self._files(path)
-        try:
-            return _MESSAGES.validate_python(
-                [_inline(journal.message_of(line), files) for line in lines])
-        except (ValueError, ValidationError) as exc:
-            raise DamagedConversation(_set_aside(path, exc) if set_aside else
-                                      f"{type(exc).__name__}: {exc}"[:200]) from None
-
-    def _read_legacy(self, legacy: Path, conversation_id: str,
-                     ) -> tuple[list[dict[str, Any]], float]:
-        """The messages (as saved) and creation time of a whole-file conversation."""
-        try:
-            data = _parse(legacy.read_bytes())
-            messages = data["messages"]
-            _MESSAGES.validate_python(messages)
-            return messages, float(data.get("created") or data.get("updated") or 0)
-        except FileNotFoundError:
-            raise UnknownConversation(f"no conversation {conversation_id!r}") from None
-        except _READ_ERRORS as exc:
-            raise DamagedConversation(_set_aside(legacy, exc)) from None
-
     def _migrate_file(self, workspace: str, conversation_id: str, legacy: Path) -> None:
         """Write a whole-file conversation as a record, then keep the old file as
         `.json.migrated` (read by nothing; an older oi-lsp's copy). A folder that cannot be
         written leaves it: it is read from the old file until it can."""
-        messages, created = self._read_legacy(legacy, conversation_id)
+        messages, created = _read_legacy(legacy, conversation_id)
         lines = [journal.message_line(i, m) for i, m in enumerate(messages)]
         path = self.path(workspace, conversation_id)
         try:
@@ -346,7 +312,7 @@ class Store:
         raw = path.read_bytes()
         found = journal.scan(raw)
         count = len(found.spans)
-        summary = Summary(conversation_id, self._first_title(path, raw, found, count),
+        summary = Summary(conversation_id, _first_title(path, raw, found, count),
                           _created(found.header), stat.st_mtime, count)
         with contextlib.suppress(OSError):
             _write_summary(side, summary, stat.st_size)
@@ -371,22 +337,6 @@ class Store:
         self.set_current(workspace, conversation_id)
         log.info("moved %s into %s", legacy, self.folder(workspace))
 
-    def _drop_stale_temp(self, workspace: str) -> None:
-        """Delete the temp files of saves a killed server never finished (they are never
-        read: the file they were to replace is whole). Another live server's are kept."""
-        for tmp in self.folder(workspace).glob(".*.tmp"):
-            pid = tmp.name.rsplit(".", 2)[-2]
-            try:
-                if pid.isdigit() and psutil.pid_exists(int(pid)) \
-                        and time.time() - tmp.stat().st_mtime < _STALE_TEMP:
-                    continue
-                tmp.unlink()
-                log.info("removed %s, left by an interrupted save", tmp.name)
-            except OSError:
-                continue
-
-    # Writing -----------------------------------------------------------------------------
-
     def claim(self, workspace: str, conversation_id: str) -> Claim:
         """Hold the conversation for this server. Raises ConversationInUse when another live
         server holds it."""
@@ -403,10 +353,6 @@ class Store:
             log.warning("cannot lock the conversation %s: %s", conversation_id, exc)
             return Claim(None)
         return Claim(lock)
-
-    def _files(self, path: Path) -> Path:
-        """Where a conversation's displayed images and HTML are kept."""
-        return path.with_name(path.stem + ".files")
 
     def _external(self, message: Message, files: Path) -> dict[str, Any]:
         """A message as saved: an image or HTML a run displayed goes to a file of its own
@@ -446,7 +392,7 @@ class Store:
         conversation becomes the workspace's open one only when there is none (switching is
         what changes it: a second editor's writes never point it elsewhere)."""
         path = self.path(workspace, conversation_id)
-        files = self._files(path)
+        files = _files(path)
         record = self._journal(path)
         if batch.whole is not None:
             record.start(journal.header_line(workspace, conversation_id, batch.created),
@@ -464,6 +410,69 @@ class Store:
 
     def set_current(self, workspace: str, conversation_id: str) -> None:
         atomic_write(self.folder(workspace) / "current", conversation_id.encode())
+
+
+def _first_title(path: Path, raw: bytes, found: journal.Scan, base: int) -> str:
+    """The title of a conversation whose first messages were not read: its first user
+    message's."""
+    for index in range(base):
+        data = journal.message_of(_line(raw, found, index))
+        if data.get("role") == "user" and str(data.get("content") or "").strip():
+            return title_of(_messages(path, [_line(raw, found, index)],
+                                           set_aside=False))
+    return ""
+
+
+
+def _messages(path: Path, lines: list[bytes], set_aside: bool = True,
+              ) -> list[Message]:
+    """The messages these lines of a record hold, their displays read back."""
+    files = _files(path)
+    try:
+        return _MESSAGES.validate_python(
+            [_inline(journal.message_of(line), files) for line in lines])
+    except (ValueError, ValidationError) as exc:
+        raise DamagedConversation(_set_aside(path, exc) if set_aside else
+                                  f"{type(exc).__name__}: {exc}"[:200]) from None
+
+
+
+def _read_legacy(legacy: Path, conversation_id: str,
+                 ) -> tuple[list[dict[str, Any]], float]:
+    """The messages (as saved) and creation time of a whole-file conversation."""
+    try:
+        data = _parse(legacy.read_bytes())
+        messages = data["messages"]
+        _MESSAGES.validate_python(messages)
+        return messages, float(data.get("created") or data.get("updated") or 0)
+    except FileNotFoundError:
+        raise UnknownConversation(f"no conversation {conversation_id!r}") from None
+    except _READ_ERRORS as exc:
+        raise DamagedConversation(_set_aside(legacy, exc)) from None
+
+
+
+def _drop_stale_temp(folder: Path) -> None:
+    """Delete the temp files of saves a killed server never finished (they are never
+    read: the file they were to replace is whole). Another live server's are kept."""
+    for tmp in folder.glob(".*.tmp"):
+        pid = tmp.name.rsplit(".", 2)[-2]
+        try:
+            if pid.isdigit() and psutil.pid_exists(int(pid)) \
+                    and time.time() - tmp.stat().st_mtime < _STALE_TEMP:
+                continue
+            tmp.unlink()
+            log.info("removed %s, left by an interrupted save", tmp.name)
+        except OSError:
+            continue
+
+# Writing -----------------------------------------------------------------------------
+
+
+
+def _files(path: Path) -> Path:
+    """Where a conversation's displayed images and HTML are kept."""
+    return path.with_name(path.stem + ".files")
 
 
 def _created(header: dict[str, Any]) -> float:
