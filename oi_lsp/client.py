@@ -47,7 +47,7 @@ class OIClient:
 
     def _register(self) -> None:
         for method in (protocol.STREAM, protocol.PROPOSAL, protocol.TURN, protocol.RESOURCES,
-                       protocol.ANSWERED):
+                       protocol.ANSWERED, protocol.TOOL):
             self.lsp.feature(method)(self._recorder(method))
 
         @self.lsp.feature(types.WINDOW_SHOW_MESSAGE)

@@ -41,6 +41,7 @@ RESOURCES = "oi/resources"
 # server -> client request: a running program reads input (clients that declare
 # experimental.oiInput)
 INPUT = "oi/input"
+TOOL = "oi/tool"  # server -> client: an MCP tool call of a run (core/mcp_bridge.py)
 INPUT_CAPABILITY = "oiInput"
 
 # workspace/executeCommand commands, for clients that only speak plain LSP (docs/protocol.md,
@@ -263,6 +264,24 @@ class InputResult(Wire):
     """The answer to oi/input (null instead: cancelled)."""
 
     value: str
+
+
+ToolStatus = Literal["running", "done", "error", "denied"]
+
+
+class ToolCall(Wire):
+    """oi/tool: the code of run `turn_id` calls an MCP tool (`running`), and how it ended."""
+
+    workspace: str
+    turn_id: str
+    call_id: str
+    server: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: ToolStatus
+    destructive: bool = False
+    seconds: float | None = None  # once it ended
+    error: str | None = None  # error, denied: why
 
 
 class ChatResult(Wire):

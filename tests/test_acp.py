@@ -236,10 +236,10 @@ async def test_modes_commands_risk_and_cancel_while_asking(model: ModelServer, d
     recorder = Recorder()
     async with agent(model, data_dir, recorder) as conn:
         session = await conn.new_session(cwd=str(workspace), mcp_servers=[McpServerStdio(
-            name="files", command="/bin/true", args=[], env=[])])
+            name="my files", command="/bin/true", args=[], env=[])])
         sid = session.session_id
         await recorder.until(lambda: "available_commands_update" in recorder.kinds())
-        await recorder.until(lambda: "does not support MCP servers" in recorder.text())
+        await recorder.until(lambda: "not used: MCP server 'my files'" in recorder.text())
         commands = next(u for u in recorder.updates
                         if u.session_update == "available_commands_update").available_commands
         assert {"reset", "undo", "tokens"} <= {c.name for c in commands}

@@ -41,6 +41,7 @@ from ..common.pipes import private_stdio, streams
 from ..common.uris import from_fs_path
 from ..core.approval import Approvals
 from ..core.attachments import AttachmentError
+from ..core.mcp_config import from_acp
 from ..core.settings import SettingsError, env_layer
 from ..core.store import ConversationInUse, Store, UnknownConversation, valid_id
 from ..core.workspace import Busy, Workspace
@@ -127,18 +128,13 @@ class OIAgent:
 
     async def new_session(self, cwd: str, additional_directories: Any = None,
                           mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
-        if mcp_servers:
-            log.warning("MCP servers are not supported; ignoring %d", len(mcp_servers))
         workspace = self._workspace(cwd)
         try:
             await workspace.new_conversation()
         except Busy as exc:
             raise RequestError(-32803, str(exc)) from exc
         session = self._open(workspace, cwd, workspace.conversation.id)
-        if mcp_servers:  # said where the user sees it, once the client knows the session
-            self._later(session.id, update_agent_message_text(
-                f"oi-lsp does not support MCP servers: the {len(mcp_servers)} given "
-                "(mcpServers) are not used.\n\n"))
+        self._use_servers(workspace, session.id, mcp_servers)
         return NewSessionResponse(session_id=session.id, modes=self._modes(session))
 
     def _open(self, workspace: Workspace, cwd: str, conversation: str) -> Session:
@@ -148,6 +144,15 @@ class OIAgent:
         self.link.sessions[workspace.uri] = session.id
         self._later(session.id, update_available_commands(_commands()))
         return session
+
+    def _use_servers(self, workspace: Workspace, session_id: str, servers: Any) -> None:
+        """The client's MCP servers become modules of the kernel (oi_mcp), beside the
+        settings' own; one that cannot be used is said, once the client knows the session."""
+        usable, problems = from_acp(list(servers or []))
+        workspace.mcp.servers.extra = usable
+        if problems:
+            self._later(session_id, update_agent_message_text(
+                "**oi-lsp:** not used: " + "; ".join(problems) + ".\n\n"))
 
     def _later(self, session_id: str, update: Any) -> None:
         """An update sent after the response that names the session (a client may not know
@@ -168,6 +173,7 @@ class OIAgent:
         except (UnknownConversation, ConversationInUse, Busy) as exc:
             raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         session = self._open(workspace, cwd, session_id)
+        self._use_servers(workspace, session_id, mcp_servers)
         start, messages, _ = await workspace.conversation.page(None, REPLAY_PAGE)
         session.shown_from = start
         if start:

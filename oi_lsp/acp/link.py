@@ -25,7 +25,8 @@ from .. import protocol
 from ..common.uris import to_fs_path
 from ..core import rules
 from ..core.link import Answer, NoInput
-from ..protocol import InputParams, Message, Proposal
+from ..protocol import InputParams, Message, Proposal, ToolCall
+from . import tools
 from .calls import Call
 from .locations import named_files
 
@@ -99,6 +100,10 @@ class AcpLink:
             self.update(session_id, self._open(proposal).start(proposal, "in_progress"))
         elif method == protocol.STREAM:
             self._stream(workspace, session_id, params)
+        elif method == protocol.TOOL:
+            call = ToolCall.model_validate(params)
+            self.update(session_id, tools.start(call) if call.status == "running"
+                        else tools.end(call))
 
     def _stream(self, workspace: str, session_id: str, chunk: dict[str, Any]) -> None:
         kind, fmt, content = chunk.get("type"), chunk.get("format"), chunk.get("content")
@@ -228,6 +233,16 @@ class AcpLink:
             return Answer("skip")
         call.code = code  # the tool call shows what runs
         return Answer("edit", code=code)
+
+    async def allow_tool(self, call: ToolCall, question: str) -> bool:
+        session_id = self.sessions.get(call.workspace)
+        if self.conn is None or session_id is None:
+            return False
+        await self._queue.join()  # its tool call is known to the client first
+        response = await self.conn.request_permission(
+            session_id=session_id, tool_call=tools.permission(call, question),
+            options=tools.OPTIONS)
+        return getattr(response.outcome, "option_id", None) == "allow_once"
 
     async def read_input(self, params: InputParams) -> str | None:
         raise NoInput("an ACP client has no request for a program's input")

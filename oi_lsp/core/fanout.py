@@ -11,7 +11,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..protocol import ANSWERED, PROPOSAL, Answered, InputParams, Proposal
+from ..protocol import ANSWERED, PROPOSAL, Answered, InputParams, Proposal, ToolCall
 from .link import Answer, Link, NoInput
 
 
@@ -107,6 +107,10 @@ class Fanout:
         if member is None:
             return None
         return await member.tell(text, actions)
+
+    async def allow_tool(self, call: ToolCall, question: str) -> bool:
+        member = self._first()
+        return member is not None and await member.allow_tool(call, question)
 
     def backlog(self) -> int:
         return max((m.backlog() for m in self.members), default=0)

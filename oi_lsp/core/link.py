@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..protocol import InputParams, Proposal
+from ..protocol import InputParams, Proposal, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,4 +54,9 @@ class Link(Protocol):
     async def read_input(self, params: InputParams) -> str | None:
         """Ask the user for a line a running program reads (oi/input): the line, or None
         when they cancel. Raises NoInput when the client cannot be asked."""
+        ...
+
+    async def allow_tool(self, call: ToolCall, question: str) -> bool:
+        """Ask the user whether the running code may make `call` (an MCP tool that asks
+        first: `question` says which, with its arguments): True only if they allow it."""
         ...

@@ -31,6 +31,15 @@ MACHINE_HEADING = ("Where you work (the user's messages may also carry their edi
                    "selection):")
 INSTRUCTIONS_HEADING = "The user's instructions for this workspace (.oi/instructions.md):"
 
+TOOLS_HEADING = """\
+The user's MCP servers are Python modules in the kernel: `from oi_mcp import <server>`, then \
+call a tool as a function, `<server>.<tool>(...)`; it returns the tool's structured content (a \
+dict), else its text (JSON parsed). Work on the results in Python (loops, filters, joins) and \
+print only what you need: each call prints one line, the results reach you only as you print \
+them. `help(<server>.<tool>)` shows a tool's parameters. A call that fails raises \
+oi_mcp.ServerUnavailable, oi_mcp.ToolError or oi_mcp.CallDenied (the user said no). Tools \
+marked [asks the user first] make the user confirm each call. The servers and their tools:"""
+
 CODE_BLOCK_SYSTEM_MESSAGE = """\
 To run code, write it in a fenced Markdown code block with its language, e.g. ```python. \
 Each such block is proposed to the user, run when they approve, and its output sent back to you."""
@@ -68,6 +77,8 @@ def system_message(settings: Settings, situation: Situation | None = None) -> st
     parts = [SYSTEM_MESSAGE]
     if situation.machine:
         parts.append(f"{MACHINE_HEADING}\n{situation.machine}")
+    if situation.tools:
+        parts.append(f"{TOOLS_HEADING}\n{situation.tools}")
     if not settings.tool_calls:
         parts.append(CODE_BLOCK_SYSTEM_MESSAGE)
     if settings.system_message:

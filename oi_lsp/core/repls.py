@@ -65,6 +65,8 @@ class Repls:
         # so the model hears of the lost variables whichever came first, the change or the run.
         self._restarted: dict[str, str] = {}
         self._python = interpreter.OWN  # what the Python executor was made with
+        self.env: dict[str, str] = {}  # more of the Python kernel's environment (oi_mcp's)
+        self.running = ""  # the turn whose code runs now ("" when none does)
 
     def open(self, settled: Callable[[], Awaitable[object]]) -> None:
         """Start the Python kernel now, in the background, so the first run is fast; once
@@ -85,6 +87,7 @@ class Repls:
             self.executors[language] = executor
             if language == "python":
                 self._python = options.python
+                executor.env = self.env
         return executor
 
     def _emitter(self, turn_id: str, output: RunOutput) -> Callable[[Chunk], None]:
@@ -110,6 +113,7 @@ class Repls:
         so, in its output and its result's `blocked`."""
         emit = self._emitter(turn_id, output)
         running = Soon(self._activity.set, turn_id, "running")
+        self.running = turn_id
         try:
             name = registry.canonical(language)
             if name == "python" and not outside:
@@ -139,6 +143,7 @@ class Repls:
             emit(Chunk("console", "output", f"could not start {language}: {exc}\n"))
             return RunResult("error", f"could not start {language}: {exc}")
         finally:
+            self.running = ""
             running.now()
             self._streamer.close()
             self._activity.set(turn_id, "idle")

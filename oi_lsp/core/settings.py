@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from ..common import keys
 from ..protocol import AutoRunRule
 from . import model_presets
+from .mcp_config import McpServer, check_names
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,16 @@ class Settings(BaseModel):
     loop_breakers: list[str] = Field(default_factory=lambda: list(LOOP_BREAKERS))
     profile: str | None = None  # a YAML profile in the user config folder (profiles.py)
     local: Literal["ollama", "lmstudio", "llamafile", "jan"] | None = None  # local.py's presets
+    # MCP servers by name, as Claude Desktop's and VS Code's mcp.json give them: modules of
+    # the Python kernel (core/mcp_servers.py).
+    mcp_servers: dict[str, McpServer] | None = None
+
+    @field_validator("mcp_servers", mode="after")
+    @classmethod
+    def _server_names(cls, value: dict[str, McpServer] | None) -> dict[str, McpServer] | None:
+        if value is not None:
+            check_names(value)
+        return value
 
     @field_validator("model_options", mode="after")
     @classmethod
@@ -182,6 +193,9 @@ class Settings(BaseModel):
             gateway.pop("token", None)
             gateway["tokenSet"] = self.kernel_gateway.token is not None
             gateway["headers"] = dict.fromkeys(gateway["headers"], "********")
+        for server in (data.get("mcpServers") or {}).values():  # may carry credentials
+            for name in ("env", "headers"):
+                server[name] = dict.fromkeys(server[name], "********")
         options = data.get("modelOptions") or {}
         for name in ("extra_headers", "headers"):  # may carry credentials
             if isinstance(options.get(name), dict):

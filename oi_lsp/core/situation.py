@@ -33,6 +33,7 @@ _VERSION = "import platform; print(platform.python_version())"
 class Situation:
     machine: str = ""  # the facts about this machine and workspace, as lines
     instructions: str = ""  # the workspace's .oi/instructions.md (trusted only)
+    tools: str = ""  # the MCP servers the kernel's code can call, a line a tool
 
 
 class Surveyor:

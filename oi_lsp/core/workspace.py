@@ -4,6 +4,7 @@ gate are objects of their own; this class runs turns and runs across them, one a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
@@ -36,6 +37,7 @@ from .conversation import Conversation
 from .layers import SettingsLayers
 from .link import Link
 from .llm import ModelError
+from .mcp_bridge import Bridge
 from .repls import Repls, options_of
 from .run_output import KEEP, RunOutput, merge_outputs, model_view, outcome_of
 from .settings import Settings
@@ -81,6 +83,9 @@ class Workspace:
         self.repls = Repls(folder, self.settings, link.tell, self.streamer, self.activity,
                            lambda turn_id, emit: user_input.asker(
                                link, uri, turn_id, self.settings().input_timeout, emit))
+        self.mcp = Bridge.of_workspace(uri, str(folder), link, self._send, self.settings,
+                                       lambda: self.repls.running)  # MCP servers as code
+        self.repls.env = self.mcp.environ()
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals
         self._turn: anyio.CancelScope | None = None  # the running turn's: a stop cancels it
@@ -114,8 +119,10 @@ class Workspace:
             await self.repls.apply_python(self.link.tell)
 
     async def situation(self) -> Situation:
-        """Where the model works: this machine's facts, the workspace's instructions."""
-        return await self.surveyor.situation(self.settings().trusted)
+        """Where the model works: this machine's facts, the workspace's instructions, the
+        MCP servers its code can call."""
+        situation = await self.surveyor.situation(self.settings().trusted)
+        return dataclasses.replace(situation, tools=await self.mcp.servers.index())
 
     def open(self) -> None:
         """Start the Python kernel now, in the background, so the first run is fast; ask
@@ -125,6 +132,7 @@ class Workspace:
         self.trust.start()
         self.repls.open(self.trust.read.wait)
         self.surveyor.start()
+        self.mcp.serve_soon()
 
     def busy(self) -> bool:
         """A turn runs, or has not finished ending (saved, reported)."""
@@ -220,7 +228,7 @@ class Workspace:
                                              content=outcome.error, turn_id=turn_id,
                                              error_kind=outcome.kind))
         if turn is not None and turn.usage.calls:
-            self.conversation.note_usage(turn_id, self._usage(turn.usage).model_copy(
+            self.conversation.note_usage(turn_id, _usage(turn.usage, self.spent).model_copy(
                 update={"session_cost": None}))
         if turn is not None and outcome.status == "stopped" and self._stop_fate == "stopped":
             self.conversation.note_stopped(turn_id)
@@ -237,7 +245,7 @@ class Workspace:
             self.link.show_text(f"maxBudget cannot be enforced: litellm has no price for model "
                                 f"{settings.model!r}", error=True)
         self._event(turn_id, "chat", outcome.status, outcome.error, outcome.kind,
-                    self._usage(turn.usage) if turn is not None else None)
+                    _usage(turn.usage, self.spent) if turn is not None else None)
         return ChatResult(turn_id=turn_id, status=outcome.status, error=outcome.error,
                           error_kind=outcome.kind)
 
@@ -346,17 +354,12 @@ class Workspace:
     async def close(self) -> None:
         await self.stop("expired")  # a proposal waiting now can never be answered
         await self.repls.close()
+        await self.mcp.close()
         await self.conversation.close()
 
     async def status(self) -> StatusResult:
         return StatusResult(workspace=self.uri, turn=self.activity.state,
                             repls=await self.repls.status())
-
-    def _usage(self, used: Spend) -> Usage:
-        return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
-                     calls=used.calls, cost=used.cost, session_cost=self.spent.cost,
-                     reasoning_tokens=used.reasoning_tokens, cached_tokens=used.cached_tokens,
-                     cache_write_tokens=used.cache_write_tokens, cache_saved=used.cache_saved)
 
     def _event(self, turn_id: str, kind: Any, status: Any, error: str | None = None,
                error_kind: ErrorKind | None = None, usage: Usage | None = None) -> None:
@@ -364,6 +367,13 @@ class Workspace:
             turn_id=turn_id, workspace=self.uri, kind=kind, status=status, error=error,
             error_kind=error_kind, usage=usage).wire())
         self.transcript.update()  # a run's record, a turn's end
+
+
+def _usage(used: Spend, spent: Spend) -> Usage:
+    return Usage(prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
+                 calls=used.calls, cost=used.cost, session_cost=spent.cost,
+                 reasoning_tokens=used.reasoning_tokens, cached_tokens=used.cached_tokens,
+                 cache_write_tokens=used.cache_write_tokens, cache_saved=used.cache_saved)
 
 
 def _record_run(conversation: Conversation, turn_id: str, params: ExecuteParams,

@@ -89,6 +89,7 @@ class Executor(ABC):
     active_line: bool = False
     # Start with the server's key variables in the environment (setting passKeysToRepls).
     pass_keys: bool = False
+    env: dict[str, str] = {}  # noqa: RUF012 -- replaced, never changed: more of its environment
     # What the REPL may do (settings sandbox, sandboxNetwork), for its next (re)start.
     sandbox: Sandbox = Sandbox()
     # The sandbox its running process was started with (None: not started, or not ours).

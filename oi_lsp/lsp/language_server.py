@@ -32,7 +32,7 @@ from ..core.settings import (
 from ..core.store import Store
 from ..core.workspace import Workspace
 from ..core.workspaces import Workspaces
-from ..protocol import InputParams, InputResult, Proposal
+from ..protocol import InputParams, InputResult, Proposal, ToolCall
 from .jsonrpc import raw_params_converter
 from .network import GatedProtocol
 from .plain import PlainClient
@@ -159,6 +159,9 @@ class OIServer(LanguageServer):
             log.warning("could not ask the user: %s", exc)
             return None
         return getattr(choice, "title", None)
+
+    async def allow_tool(self, call: ToolCall, question: str) -> bool:
+        return await self.tell(question, ["Allow", "Deny"]) == "Allow"
 
     def show_text(self, text: str, error: bool = False) -> None:
         if error:

@@ -156,8 +156,9 @@ class KernelExecutor(Executor):
         km.python = self.python
         km.launch = lambda cmd, connection: sandbox.command(
             cmd, self.cwd, private, follow_parent=not self.keep, ports_from=connection)
+        env = {**repl_environ(self.pass_keys), **self.env, **sandbox.environ(private)}
         await _start_kernel(km, self.cwd, self.keep, records.log_path(self.cwd, self.language),
-                            {**repl_environ(self.pass_keys), **sandbox.environ(private)})
+                            env)
         kc = km.client()
         kc.start_channels()
         try:
