@@ -200,6 +200,7 @@ class Bench:
             await self.memory()
             await self.main_server()
             await self.caching()
+            await self.mcp_tokens()
             await self.record()
         finally:
             if self.oi is not None:
@@ -379,6 +380,27 @@ class Bench:
                             fmt_ratio(cost_on / cost_off), "< 1.00x", verdict(cost_on < cost_off)))
         self.report.note(f"10: {on['sessionCached']:,} prompt tokens read from the cache over "
                          f"the session; none without caching ({off['sessionCached']:,})")
+
+    async def mcp_tokens(self) -> None:
+        """Issue 39: the tokens of a 3-tool MCP task done as code, and as a tool call a step."""
+        from .mcp_tokens import MEMORY, measure
+        self.log("a 3-tool MCP task: tokens sent as code and as one tool call per step")
+        if not MEMORY.is_file():
+            self.report.add(Row("12", "tokens of a 3-tool MCP task done as code",
+                                "server-memory not installed (scripts/setup.d)",
+                                verdict="skipped"))
+            return
+        got = await measure(self.data, self.folder("ws-mcp"))
+        self.report.add(Row("12", "tokens sent to the model for a 3-tool MCP task done as code "
+                                  "(server-memory)",
+                            f"{got['code']:,} ({got['code_requests']} requests)",
+                            f"one tool call per step {got['tool_calls']:,} "
+                            f"({got['tool_requests']} requests)",
+                            fmt_ratio(got["code"] / got["tool_calls"]), "< 1.00x",
+                            verdict(got["code"] < got["tool_calls"])))
+        self.report.note(f"12: the run made {got['code_calls']} MCP calls; the tool-call side "
+                         "carries every tool's schema in each request and every result "
+                         "through the model")
 
     async def memory_turn(self, server: Server, k: int) -> None:
         self.model.reset()

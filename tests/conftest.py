@@ -135,9 +135,9 @@ def nvim(tmp_path: Path, model: ModelServer, data_dir: Path) -> Iterator[Any]:
 # one of these fixtures, or, for a module that starts them itself, listed below.
 SLOW_FIXTURES = {"start_server", "client", "nvim", "term", "relay", "vscode", "vscode_stack",
                  "built_extension", "playwright_env", "gateway", "make", "servers", "first_run"}
-SLOW_MODULES = {"test_acp", "test_acp_images", "test_bench", "test_chat", "test_crash",
-                "test_fuzz", "test_load", "test_network", "test_packaging", "test_perf",
-                "test_plain_clients"}
+SLOW_MODULES = {"test_acp", "test_acp_images", "test_acp_mcp", "test_bench", "test_chat",
+                "test_crash", "test_fuzz", "test_load", "test_network", "test_packaging",
+                "test_perf", "test_plain_clients"}
 
 
 # The longest modules of a full run (docs/testing.md), started first: one of them started

@@ -222,13 +222,23 @@ async def test_typescript_reference_client(model: ModelServer, data_dir: Path,
                  ms.tool("python", "print('never')"), ms.text("Skipped."),
                  ms.tool("python", "import time\nprint('sleeping', flush=True)\n"
                                    "time.sleep(30)"))
+    memory = ROOT / "tests" / "mcp" / "node_modules" / "@modelcontextprotocol" / \
+        "server-memory" / "dist" / "index.js"
+    extra = {}
+    if memory.is_file():  # the client's MCP server: its calls are tool calls too
+        extra = {"OI_TEST_MCP_MEMORY": str(memory)}
+        model.script(ms.tool("python", (
+            "from oi_mcp import memory\n"
+            "memory.create_entities(entities=[{'name': 'typescript', 'entityType': 'client',"
+            " 'observations': []}])\n"
+            "print('entities:', len(memory.read_graph()['entities']))")), ms.text("Remembered."))
     node = await asyncio.create_subprocess_exec(
         "node", str(NODE_CLIENT), str(workspace), sys.executable, "-m", "oi_lsp", "acp",
-        env={**os.environ, **agent_env(model, data_dir)}, cwd=NODE_CLIENT.parent,
+        env={**os.environ, **agent_env(model, data_dir), **extra}, cwd=NODE_CLIENT.parent,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(node.communicate(), 120)
     assert node.returncode == 0, out.decode()
-    assert out.decode().startswith("ok ")
+    assert out.decode().startswith("mcp ok\nok " if extra else "ok "), out.decode()
 
 
 async def test_modes_commands_risk_and_cancel_while_asking(model: ModelServer, data_dir: Path,

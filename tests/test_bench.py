@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 METRICS = ["1a", "1b", "2", "3a", "3b", "4a", "4b", "4c", "4d", "4e", "4f", "5a", "5b",
            "6a", "6b", "6c", "6d", "6e", "6f", "6g", "6h", "6i", "7a", "7b", "7c",
-           "8a", "8b", "8c", "8d", "8e", "8f", "8g", "8h", "9", "10", "11a", "11b", "11c", "11d"]
+           "8a", "8b", "8c", "8d", "8e", "8f", "8g", "8h", "9", "10", "11a", "11b", "11c", "11d",
+           "12"]
 
 
 @pytest.mark.timeout(600)  # a dozen servers, kernels and a kernel gateway on a shared machine

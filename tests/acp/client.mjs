@@ -1,6 +1,8 @@
 // The reference TypeScript ACP client (@agentclientprotocol/sdk 2.4) against `oi-lsp acp`:
 // prompt → the model's reasoning as agent_thought_chunk → permission (allow) → output → end_turn; reject; cancel during a 30 s run; then
-// session/load in a new process replays the history. Exits non-zero on the first failure.
+// session/load in a new process replays the history; with OI_TEST_MCP_MEMORY (server-memory's
+// script), a session whose mcpServers the model's code calls, each call a tool call of its own.
+// Exits non-zero on the first failure.
 // Usage: node client.mjs <workspace> <command> [args...] (the model is scripted by pytest).
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -99,7 +101,31 @@ async function load(sessionId) {
   await new Promise((resolve) => child.on("exit", resolve));
 }
 
+async function mcp(script) {
+  const { child, app, stream, state } = start(["allow_once"]);
+  await app.connectWith(stream, async (ctx) => {
+    await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+    const { sessionId } = await ctx.request("session/new", { cwd: workspace, mcpServers: [{
+      name: "memory", command: process.execPath, args: [script],
+      env: [{ name: "MEMORY_FILE_PATH", value: `${workspace}/../memory.jsonl` }] }] });
+    const done = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "remember" }] });
+    assert.equal(done.stopReason, "end_turn");
+    const calls = state.updates.filter((u) => u.toolCallId?.startsWith("mcp-"));
+    const started = calls.filter((u) => u.sessionUpdate === "tool_call");
+    assert.deepEqual(started.map((u) => u.title), ["memory.create_entities", "memory.read_graph"]);
+    assert.deepEqual(started.map((u) => u.status), ["in_progress", "in_progress"]);
+    assert.equal(started[0].rawInput.entities[0].name, "typescript");
+    assert.deepEqual(calls.filter((u) => u.sessionUpdate === "tool_call_update").map((u) => u.status),
+      ["completed", "completed"]);
+    assert.match(toolText(state), /entities: 1/);
+    console.log("mcp ok");
+  });
+  child.stdin.end();
+  await new Promise((resolve) => child.on("exit", resolve));
+}
+
 const sessionId = await firstRun();
 await load(sessionId);
+if (process.env.OI_TEST_MCP_MEMORY) await mcp(process.env.OI_TEST_MCP_MEMORY);
 console.log(`ok ${sessionId}`);
 process.exit(0);
