@@ -136,6 +136,15 @@ def test_profile_layer_units(tmp_path: Path) -> None:
     path.write_text("reasoningEfort: high\n")
     with pytest.raises(profiles.ProfileError, match=r"did you mean 'reasoningEffort'"):
         profiles.load(path)
+    # MCP servers, as Claude Desktop's JSON has them; a typo inside one is named in full.
+    path.write_text("mcp_servers:\n  notes:\n    command: npx\n    args: [-y, x]\n"
+                    "    confirm: always\n")
+    assert profiles.load(path) == {"mcp_servers": {"notes": {
+        "command": "npx", "args": ["-y", "x"], "confirm": "always"}}}
+    path.write_text("mcp_servers:\n  notes:\n    comand: npx\n")
+    with pytest.raises(profiles.ProfileError,
+                       match=r"'mcp_servers.notes.comand': Extra inputs are not permitted"):
+        profiles.load(path)
     path.write_text("- a list\n")
     with pytest.raises(profiles.ProfileError, match="a mapping"):
         profiles.load(path)

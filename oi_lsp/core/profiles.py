@@ -129,8 +129,10 @@ def _layer(data: dict[Any, Any]) -> dict[str, Any]:
             Settings.model_validate({name: value})
         except ValidationError as exc:
             secret = name in ("api_key", "kernel_gateway")  # never echo a key's value
-            msg = "invalid value" if secret else exc.errors()[0]["msg"]
-            raise ProfileError(f"key {written!r}: {msg}") from None
+            error = exc.errors()[0]
+            msg = "invalid value" if secret else error["msg"]
+            where = ".".join([written, *(str(p) for p in error["loc"][1:])])  # nested: named
+            raise ProfileError(f"key {where!r}: {msg}") from None
         layer[name] = value
     if instructions:
         # OI's custom instructions add to the system message, as in Open Interpreter.
