@@ -86,3 +86,24 @@ async def test_a_changed_server_is_started_anew_and_the_acp_ones_join() -> None:
     configs["fs"] = McpServer(command="x", disabled=True)
     assert list(servers.configured()) == ["memory"]
     await servers.close()
+
+
+async def test_the_index_names_a_broken_server_once_and_does_not_wait_for_it_again() -> None:
+    import shutil
+    import time
+
+    if shutil.which("node") is None:
+        pytest.skip("needs node")
+    configs = {"broken": McpServer(command="node", args=["-e", "process.exit(3)"]),
+               "mute": McpServer(command="sleep", args=["600"], timeout=1)}
+    servers = McpServers(lambda: configs, "/tmp")
+    try:
+        index = await servers.index()
+        assert "- `oi_mcp.broken`: unavailable (MCP server 'broken' (node -e" in index
+        assert "- `oi_mcp.mute`: unavailable (MCP server 'mute' (sleep 600) did not start " \
+               "within 1 s)" in index
+        started = time.monotonic()
+        assert await servers.index() == index  # remembered, not tried again
+        assert time.monotonic() - started < 0.5
+    finally:
+        await servers.close()

@@ -20,6 +20,7 @@ from .mcp_config import McpServer, module_name
 log = logging.getLogger(__name__)
 
 _STOP_WAIT = 5.0  # seconds a server has to end before its process is killed
+INDEX_WAIT = 15.0  # seconds a turn's system message waits for the servers to list their tools
 
 
 class ServerUnavailable(Exception):
@@ -78,6 +79,7 @@ class _Server:
         self._held: _Held | None = None
         self._tools: list[Tool] | None = None
         self._lock = asyncio.Lock()
+        self.failure: str | None = None  # why its last start failed (the index says it)
         self._log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace",
                                            prefix=f"oi-mcp-{name}-")  # its stderr
 
@@ -96,8 +98,12 @@ class _Server:
             await asyncio.wait_for(asyncio.shield(held.ready), self.config.timeout)
         except TimeoutError:
             await self.stop(wait=0.5)  # it never started: nothing to end politely
-            raise ServerUnavailable(self._said(
-                f"did not start within {self.config.timeout:g} s", False)) from None
+            self.failure = self._said(f"did not start within {self.config.timeout:g} s", False)
+            raise ServerUnavailable(self.failure) from None
+        except ServerUnavailable as exc:
+            self.failure = str(exc)
+            raise
+        self.failure = None
         return held.client
 
     async def _hold(self, held: _Held) -> None:
@@ -288,13 +294,26 @@ class McpServers:
         if not names:
             return ""
         started = time.monotonic()
-        found = await asyncio.gather(*(self.tools(n) for n in names), return_exceptions=True)
+        # One that failed to start is not tried again for the index (the code's next call
+        # does try); one slow to start does not hold the turn past INDEX_WAIT.
+        asked = {n: asyncio.ensure_future(self.tools(n)) for n in names
+                 if self.server(n).failure is None}
+        if asked:
+            await asyncio.wait(asked.values(), timeout=INDEX_WAIT)
         lines = []
-        for name, tools in zip(names, found, strict=True):
+        for name in names:
             module = module_name(name)
-            if isinstance(tools, BaseException):
-                lines.append(f"- `oi_mcp.{module}`: unavailable ({tools})")
+            task = asked.get(name)
+            if task is None or (task.done() and task.exception() is not None):
+                why = self.server(name).failure if task is None else task.exception()
+                lines.append(f"- `oi_mcp.{module}`: unavailable ({why})")
                 continue
+            if not task.done():
+                task.add_done_callback(_retrieved)
+                lines.append(f"- `oi_mcp.{module}`: still starting (`help(oi_mcp.{module})` "
+                             "lists its tools once it is up)")
+                continue
+            tools = task.result()
             lines.append(f"- `oi_mcp.{module}` ({len(tools)} tools):")
             lines += [f"  - {module}.{python_name(t.name)}(): {_first_line(t.description)}"
                       + (" [asks the user first]" if self.asks(t) else "") for t in tools]
@@ -310,6 +329,11 @@ class McpServers:
     async def close(self) -> None:
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(_retire(s) for s in servers))
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # said by the code's own call, if it makes one
 
 
 async def _retire(server: _Server) -> None:
