@@ -22,6 +22,7 @@ from typing import Any
 
 from ..protocol import TOOL, ToolCall
 from .link import Link
+from .mcp_config import module_name
 from .mcp_servers import CallRefused, McpServers, ServerUnavailable, Tool
 from .settings import Settings
 
@@ -84,7 +85,6 @@ class Bridge:
         self._socket.listen(16)
         self._server: asyncio.Server | None = None
         self._serving: asyncio.Task[None] | None = None
-        self.calls = 0  # tool calls served, for tests and the bench
 
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """What a Python kernel needs to import oi_mcp and reach this bridge."""
@@ -162,8 +162,6 @@ class Bridge:
     async def _do(self, request: dict[str, Any]) -> Any:
         op = request.get("op")
         if op == "servers":
-            from .mcp_config import module_name
-
             return [{"name": n, "module": module_name(n)} for n in self.servers.configured()]
         name = self._name(request)
         server = self.servers.server(name)
@@ -214,7 +212,6 @@ class Bridge:
         except asyncio.CancelledError:
             event("error", "interrupted")
             raise
-        self.calls += 1
         dumped = _dump(result)
         event("error" if dumped.get("isError") else "done",
               _text_of(dumped) if dumped.get("isError") else None)

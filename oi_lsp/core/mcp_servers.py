@@ -257,7 +257,6 @@ class McpServers:
         self.extra: dict[str, McpServer] = {}  # an ACP client's (session/new, session/load)
         self._servers: dict[str, _Server] = {}
         self._retiring: set[asyncio.Task[None]] = set()  # servers whose settings changed
-        self.started = 0  # starts, for tests and the bench
 
     def configured(self) -> dict[str, McpServer]:
         merged = {**(self._configs() or {}), **self.extra}
@@ -280,8 +279,6 @@ class McpServers:
             held = None
         if held is None:
             held = self._servers[name] = _Server(name, config, self._cwd)
-        if not held.alive:
-            self.started += 1
         return held
 
     async def tools(self, name: str) -> list[Tool]:
