@@ -148,9 +148,13 @@ class Terminal:
             args = ["-l", key[1:]] if key.startswith("=") else [key]
             subprocess.run(["tmux", "send-keys", "-t", self.name, *args], check=True)
 
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], check=True,
-                              capture_output=True, text=True).stdout
+    def screen(self, colors: bool = False, joined: bool = False) -> str:
+        """The screen's text; with `colors`, with its SGR escapes (capture-pane -e); `joined`:
+        a line the terminal wrapped is one line (-J)."""
+        flags = [*(["-e"] if colors else []), *(["-J"] if joined else [])]
+        screen = subprocess.run(["tmux", "capture-pane", "-p", *flags, "-t", self.name],
+                                check=True, capture_output=True, text=True).stdout
+        return "\n".join(line.rstrip() for line in screen.split("\n")) if joined else screen
 
     def wait(self, text: str, timeout: float = 60, last_line: bool = False) -> str:
         """The screen once it shows `text` (with `last_line`, at the start of its last line:

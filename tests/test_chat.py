@@ -3,9 +3,11 @@ real server it starts as its child and the scripted model server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -371,6 +373,23 @@ def test_one_shot_prints_the_reasoning_summary_and_the_answer(model: ModelServer
     assert "<think>" not in done.stdout and "thinking…" not in done.stdout
 
 
+@contextlib.contextmanager
+def in_tmux(env: dict[str, str], cwd: Path, size: tuple[int, int],
+            *args: str) -> Iterator[Terminal]:
+    """`oi-lsp chat ARGS` in a real terminal (a tmux session of that size), ended after."""
+    name = f"oi-chat-{os.getpid()}-{time.monotonic_ns()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y",
+                    str(size[1]), "-c", str(cwd),
+                    *[a for k, v in env.items() if k.startswith("OI_") or k in ("PYTHONPATH",)
+                      for a in ("-e", f"{k}={v}")],
+                    f"{shlex.join([sys.executable, '-m', 'oi_lsp', 'chat', *args])}; sleep 60"],
+                   check=True, env=env)
+    try:
+        yield Terminal(name)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (a real terminal)")
 def test_ctrl_c_while_an_answer_streams_prints_it_once(model: ModelServer, data_dir: Path,
                                                        workspace: Path) -> None:
@@ -378,23 +397,13 @@ def test_ctrl_c_while_an_answer_streams_prints_it_once(model: ModelServer, data_
     a line down, and its first line showed twice above `stopping…`."""
     sentence = "This is a long streamed answer that goes on and on, word after word. "
     model.script(ms.text(sentence * 8, pieces=80, delay=0.1))
-    env = chat_env(data_dir, model)
-    name = f"oi-chat-{os.getpid()}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30",
-                    "-c", str(workspace),
-                    *[a for k, v in env.items() if k.startswith("OI_") or k in ("PYTHONPATH",)
-                      for a in ("-e", f"{k}={v}")],
-                    f"{sys.executable} -m oi_lsp chat; sleep 60"], check=True, env=env)
-    screen = Terminal(name)
-    try:
+    with in_tmux(chat_env(data_dir, model), workspace, (100, 30)) as screen:
         # Typed before the prompt shows, the terminal echoes the line above it, as a shell's.
         screen.wait(">", last_line=True)
         screen.keys("=tell me a story", "Enter")
         screen.wait("word after word. This is")  # the answer streams, redrawn in place
         screen.keys("C-c")
         shown = screen.wait("[stopped]")
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "ctrl-c-while-streaming.txt").write_text(shown, encoding="utf-8")
     lines = shown.splitlines()
@@ -403,6 +412,71 @@ def test_ctrl_c_while_an_answer_streams_prints_it_once(model: ModelServer, data_
     assert answer and answer[0].startswith("This is a long streamed answer")
     assert len(answer) == len(set(answer)), shown  # no line twice
     assert "^C" not in shown
+
+
+MCP_SERVERS = ROOT / "tests" / "mcp" / "node_modules" / "@modelcontextprotocol"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (a real terminal)")
+@pytest.mark.skipif(not (MCP_SERVERS / "server-filesystem").is_dir(),
+                    reason="scripts/setup.d/65-mcp-servers did not install them")
+def test_a_destructive_mcp_call_is_asked_at_the_prompt_and_denied(
+        model: ModelServer, data_dir: Path, workspace: Path, tmp_path: Path) -> None:
+    """MCP servers as code (issue 39), in a real terminal: the approved code lists the folder
+    (npm's server-filesystem, from a profile's mcpServers), prints it, then calls write_file,
+    which its server marks destructive: the server's question (window/showMessageRequest) is
+    asked at the prompt once the output printed before it shows, never into it; 2 (Deny)
+    makes the call raise CallDenied, its ⚙ line completed. The screens are saved to
+    test-artifacts/chat/mcp-question.txt."""
+    (workspace / "notes.txt").write_text("first note\n")
+    target = workspace / "summary.txt"
+    config = tmp_path / "config"
+    (config / "profiles").mkdir(parents=True)
+    server = MCP_SERVERS / "server-filesystem" / "dist" / "index.js"
+    (config / "profiles" / "mcp.yaml").write_text(json.dumps({"mcpServers": {
+        "filesystem": {"command": shutil.which("node") or "node",
+                       "args": [str(server), str(workspace)]}}}))
+    model.script(ms.tool("python", (
+        f"from oi_mcp import filesystem\n"
+        f"print(filesystem.list_directory(path={str(workspace)!r})['content'])\n"
+        f"filesystem.write_file(path={str(target)!r}, content='the summary')\n"
+        f"print('summary' + ' written')\n")), ms.text("You did not let me write it."))
+    env = chat_env(data_dir, model, OI_LSP_CONFIG_DIR=str(config))
+    with in_tmux(env, workspace, (120, 40), "--profile", "mcp") as screen:
+        screen.wait(">", last_line=True)
+        screen.keys("=write the summary", "Enter")
+        screen.wait(ASK, last_line=True)
+        screen.keys("=y", "Enter")
+        screen.wait("[1] Allow  [2] Deny:", last_line=True)
+        time.sleep(0.5)  # nothing more comes while it asks
+        shown, asked = screen.screen(), screen.screen(joined=True)
+        screen.keys("=2", "Enter")
+        screen.wait("You did not let me write it.")
+        screen.wait(">", last_line=True)
+        shown_after, after = screen.screen(), screen.screen(joined=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "mcp-question.txt").write_text(
+        f"--- the question\n{shown.rstrip()}\n--- after 2 (Deny)\n{shown_after}",
+        encoding="utf-8")
+    lines = [line for line in asked.splitlines() if line]
+    # The output printed before the call, then the call's line, then the whole question;
+    # the prompt line holds nothing else.
+    assert lines[-1] == "[1] Allow  [2] Deny:", asked
+    assert lines[-2].startswith("oi-lsp: The running code calls the MCP tool "
+                                "filesystem.write_file, which its server marks destructive, "
+                                "with {") and lines[-2].endswith(
+        '"content": "the summary"}. Allow this call?'), asked
+    assert lines[-3].startswith("⚙ filesystem.write_file(path="), asked
+    assert lines[-4] == "[FILE] notes.txt" and lines[-5].startswith(
+        "⚙ filesystem.list_directory(path="), asked
+    # Denied: the call's line completed below the answer, the exception, nothing written.
+    lines = after.splitlines()
+    answered = lines.index("[1] Allow  [2] Deny: 2")
+    assert re.fullmatch(r"⚙ filesystem\.write_file\(path=.*, content='the summary'\) · "
+                        r"CallDenied after \d+\.\d\d s", lines[answered + 1]), after
+    assert "CallDenied: the user did not allow filesystem.write_file" in lines[answered:]
+    assert "summary written" not in lines and not target.exists()
+    assert "CallDenied: the user did not allow" in tool_results(model.requests[1])[0]
 
 
 def test_a_continued_conversation_opens_with_its_last_page_counted_against_all() -> None:
@@ -421,3 +495,4 @@ def test_a_continued_conversation_opens_with_its_last_page_counted_against_all()
     text = out.getvalue()
     assert "(94 earlier messages not shown)" in text
     assert "m94" in text and "m99" in text and "m93" not in text
+

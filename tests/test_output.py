@@ -14,7 +14,7 @@ import pytest
 
 from oi_lsp.client import OIClient
 from oi_lsp.core import run_output
-from oi_lsp.core.streamer import BEHIND, Streamer
+from oi_lsp.core.streamer import BEHIND, QUIET, SETTLE, Streamer
 from tests import modelserver as ms
 from tests.conftest import next_proposal, tool_results
 from tests.hardening import record
@@ -141,3 +141,38 @@ def test_stream_skips_while_the_client_is_behind() -> None:
     assert "model text is never skipped" in text
     assert "[... 20 characters not shown here" in text  # the model's text closed that block
     assert "[... 70 characters not shown here" in text and text.endswith("e" * 5)
+
+
+def test_settled_waits_for_a_quiet_spell_and_sends_what_came() -> None:
+    """A question a run asks (an MCP call's) follows what the run printed before it: settled()
+    returns once output was quiet for QUIET seconds (SETTLE at most), with all of it sent."""
+    sent: list[dict[str, object]] = []
+    streamer = Streamer(lambda method, params: sent.append(params), "file:///w")
+
+    async def scenario() -> tuple[float, float, str]:
+        loop = asyncio.get_running_loop()
+        for i in range(4):  # output still coming for 0.15 s after the question
+            loop.call_later(0.05 * i, streamer.content, "t", "computer", "console", "output",
+                            f"line {i}\n")
+        start = time.monotonic()
+        await streamer.settled()
+        took = time.monotonic() - start
+        shown = "".join(str(p.get("content") or "") for p in sent)
+        # A flood that never stops: SETTLE bounds the wait.
+        flood = loop.call_soon(lambda: None)
+
+        def more() -> None:
+            nonlocal flood
+            streamer.content("t", "computer", "console", "output", ".")
+            flood = loop.call_later(0.03, more)
+        more()
+        start = time.monotonic()
+        await streamer.settled()
+        flooded = time.monotonic() - start
+        flood.cancel()
+        return took, flooded, shown
+
+    took, flooded, shown = asyncio.run(scenario())
+    assert shown == "line 0\nline 1\nline 2\nline 3\n"
+    assert 0.15 + QUIET <= took < SETTLE
+    assert SETTLE <= flooded < SETTLE + 0.5

@@ -49,15 +49,18 @@ class Bridge:
     @classmethod
     def of_workspace(cls, uri: str, folder: str, link: Link,
                      send: Callable[[str, dict[str, Any]], None],
-                     settings: Callable[[], Settings], turn: Callable[[], str]) -> Bridge:
+                     settings: Callable[[], Settings], turn: Callable[[], str],
+                     settled: Callable[[], Awaitable[None]]) -> Bridge:
         """A workspace's: its settings' servers; questions to its front end, which has
-        `settings().inputTimeout` to answer; oi/tool sent with `send`."""
+        `settings().inputTimeout` to answer, asked once the run's output `settled` (so they
+        follow what the code printed before the call); oi/tool sent with `send`."""
 
         async def consent(turn_id: str, call_id: str, tool: Tool,
                           arguments: dict[str, Any]) -> bool:
             call = ToolCall(workspace=uri, turn_id=turn_id, call_id=call_id, server=tool.server,
                             tool=tool.name, arguments=arguments, status="running",
                             destructive=tool.destructive)
+            await settled()
             try:
                 return await asyncio.wait_for(link.allow_tool(call, question(tool, arguments)),
                                               settings().input_timeout)

@@ -25,6 +25,8 @@ INTERVAL = 0.02  # at most one content notification per 20 ms ...
 MAX_BYTES = 64 * 1024  # ... unless this much is waiting
 BEHIND = 4 * 1024 * 1024  # bytes the client has not read: past this, output is skipped ...
 CAUGHT_UP = 1024 * 1024  # ... until it is down to this
+QUIET = 0.1  # seconds without output that make a run's output settled (settled()) ...
+SETTLE = 1.0  # ... waited for at most this long
 
 
 class Streamer:
@@ -40,6 +42,7 @@ class Streamer:
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._line: tuple[str, str] | None = None  # (turn, line number) not sent yet
+        self._latest = 0.0  # time.monotonic() of the latest content
 
     def content(self, turn_id: str, role: protocol.Role, type_: protocol.ChunkType,
                 format_: str | None, text: str) -> None:
@@ -55,7 +58,7 @@ class Streamer:
             return
         self._parts.append(text)
         self._size += len(text)
-        now = time.monotonic()
+        now = self._latest = time.monotonic()
         if self._size >= MAX_BYTES or now - self._last >= INTERVAL:
             self.flush()
         elif self._timer is None:
@@ -122,6 +125,18 @@ class Streamer:
         if self._open is not None:
             key, self._open = self._open, None
             self._emit(key, end=True)
+
+    async def settled(self) -> None:
+        """Once output has been quiet for QUIET seconds (SETTLE at most), with what came sent.
+        A question a run asks (an MCP call's) goes after what the code printed before it: that
+        comes from the kernel another way (iopub), and may still be on its way."""
+        start = time.monotonic()
+        # It waits for no event to come (an Event cannot say that): each sleep till the quiet
+        # spell would end, if nothing comes meanwhile.
+        while (wait := min(max(start, self._latest) + QUIET,  # noqa: ASYNC110
+                           start + SETTLE) - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
+        self.flush()
 
     def flush(self) -> None:
         if self._timer is not None:

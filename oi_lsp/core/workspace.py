@@ -84,7 +84,8 @@ class Workspace:
                            lambda turn_id, emit: user_input.asker(
                                link, uri, turn_id, self.settings().input_timeout, emit))
         self.mcp = Bridge.of_workspace(uri, str(folder), link, self._send, self.settings,
-                                       lambda: self.repls.running)  # MCP servers as code
+                                       lambda: self.repls.running,  # MCP servers as code
+                                       self.streamer.settled)
         self.repls.env = self.mcp.environ()
         self.gate = Gate(uri, folder, approvals, link, self.activity)
         self.approvals = approvals

@@ -263,6 +263,8 @@ class Chat:
         if method == protocol.STREAM:
             if params.get("type") == "confirmation":
                 self.approval.confirmation(params)
+            elif state.asking:
+                state.held_output.append(params)
             else:
                 state.ui.chunk(params)
         elif method == protocol.TURN and params.get("kind") == "chat" \

@@ -27,6 +27,7 @@ from ..common import languages
 HISTORY_SHOWN = 6  # messages of a continued conversation shown at start
 REDRAW_INTERVAL = 1 / 15  # seconds between redraws of the block being written
 THINKING_LINES = 3  # lines of the reasoning shown while it streams
+MAX_TAIL = 400  # characters of an unfinished output line written again after a question
 
 # Every control character but tab and newline (C0, DEL, C1), and the bidirectional overrides
 # that make a line show other than it is (Trojan Source).
@@ -100,6 +101,7 @@ class Renderer:
         self._blocks = 0  # blocks of the current message printed for good
         self._drawn = 0.0
         self._line_start = True  # raw output ended with a newline (or none was written)
+        self._tail = ""  # raw output's last line so far, when it has no newline yet
         # An answer typed for a program (oi/input) the terminal showed already: taken off the
         # front of the output that echoes it.
         self.echoed = ""
@@ -189,7 +191,7 @@ class Renderer:
                            soft_wrap=False, overflow="ellipsis", no_wrap=True)
         self._thought = ""
         self._drawn = 0.0
-        self._line_start = True
+        self.at_line_start()
 
     def _unechoed(self, content: str) -> str:
         same = 0
@@ -250,6 +252,15 @@ class Renderer:
         self.console.file.write(text)
         self.console.file.flush()
         self._line_start = text.endswith("\n")
+        last = text.rfind("\n")
+        self._tail = (text[last + 1:] if last >= 0 else self._tail + text)[-MAX_TAIL:]
+
+    def partial_line(self) -> str:
+        """The output line a note would cut (it has no newline yet), to write again after
+        the note: a call's "⚙ server.tool(...)" whose " · 0.12 s" comes once it returns."""
+        if self._line_start or not self._tail.strip():
+            return ""
+        return self._tail if len(self._tail) < MAX_TAIL else "…" + self._tail[-MAX_TAIL // 2:]
 
     @property
     def at_start(self) -> bool:
@@ -259,6 +270,7 @@ class Renderer:
     def at_line_start(self) -> None:
         """The terminal moved to a new line by itself (it echoed an Enter)."""
         self._line_start = True
+        self._tail = ""
 
     def newline(self) -> None:
         if not self._line_start:

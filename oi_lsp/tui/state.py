@@ -32,10 +32,11 @@ class ChatState:
     stopping: bool = False  # Ctrl-C asked the server to stop it
     always: bool = False  # [a]lways was answered: run the rest without asking
     not_run: bool = False  # one-shot: a proposal needed an approval nobody could give
-    # A question waits at the prompt: the server's messages wait for its answer (held), so
-    # none prints into the line being typed.
+    # A question waits at the prompt: the server's messages and the run's output wait for its
+    # answer (held, held_output: oi/stream's), so none prints into the line being typed.
     asking: bool = False
     held: list[str] = field(default_factory=list)
+    held_output: list[dict[str, Any]] = field(default_factory=list)
     # Started from notification callbacks, which must return at once (the loop must keep going).
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 

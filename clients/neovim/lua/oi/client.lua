@@ -97,6 +97,7 @@ local function handlers()
       if not err and root then require("oi.notify").server_message(root, params) end
       return vim.NIL
     end,
+    ["window/showMessageRequest"] = function(...) return require("oi.notify").ask(...) end,
   }
 end
 

@@ -1,7 +1,7 @@
--- The chat's own highlight groups (OIReasoning), and its code blocks highlighted in their
--- language. Where Neovim has tree-sitter parsers for the code (nvim-treesitter installs them),
--- the markdown parser with its injections does it; stock Neovim ships only markdown's, so then
--- the regex markdown syntax includes each fenced language's syntax file
+-- The chat's own highlight groups (OIReasoning, OITool, ...), and its code blocks highlighted
+-- in their language. Where Neovim has tree-sitter parsers for the code (nvim-treesitter
+-- installs them), the markdown parser with its injections does it; stock Neovim ships only
+-- markdown's, so then the regex markdown syntax includes each fenced language's syntax file
 -- (g:markdown_fenced_languages, set only while the chat's syntax loads).
 local M = {}
 
@@ -9,6 +9,7 @@ local M = {}
 M.groups = {
   OIReasoning = { link = "Comment" }, -- the model's reasoning, and its fold's line
   OIEarlier = { link = "Comment" }, -- "▲ N earlier messages" above the oldest one shown
+  OITool = { link = "Comment" }, -- an MCP call's line in output: "⚙ fs.read(...) · 0.12 s"
 }
 
 local function define()
@@ -20,6 +21,23 @@ define()
 -- :colorscheme clears every group first: link them again after it
 vim.api.nvim_create_autocmd("ColorScheme", {
   group = vim.api.nvim_create_augroup("oi_highlight", { clear = true }), callback = define })
+
+-- The chat buffers (M.apply): their "⚙ " lines are drawn with OITool, as they show.
+local chats = {}
+local tool_ns = vim.api.nvim_create_namespace("oi_tool_lines")
+local GEAR = "⚙ "
+vim.api.nvim_set_decoration_provider(tool_ns, {
+  on_win = function(_, _, buf) return chats[buf] == true end,
+  on_line = function(_, _, buf, row)
+    local line = vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
+    if line and line:sub(1, #GEAR) == GEAR then
+      pcall(vim.api.nvim_buf_set_extmark, buf, tool_ns, row, 0,
+        { end_col = #line, hl_group = "OITool", priority = 150, ephemeral = true })
+    end
+  end,
+})
+vim.api.nvim_create_autocmd("BufWipeout", { group = "oi_highlight",
+  callback = function(ev) chats[ev.buf] = nil end })
 
 --- Fenced languages (as the server names them = the syntax file) the regex syntax includes.
 M.fenced = { "python", "sh", "bash=sh", "shell=sh", "zsh", "javascript", "js=javascript",
@@ -41,6 +59,7 @@ end
 ---@param buf integer
 ---@return "treesitter"|"syntax"
 function M.apply(buf)
+  chats[buf] = true
   if M.treesitter_ready() then
     vim.bo[buf].filetype = "markdown"
     if not vim.treesitter.highlighter.active[buf] then vim.treesitter.start(buf, "markdown") end

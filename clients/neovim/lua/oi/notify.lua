@@ -2,6 +2,7 @@
 -- Neovim's own vim.notify echoes, and an echo longer than the command line waits for a key
 -- (and the chat stops redrawing meanwhile). With it, a long message is echoed in one short
 -- line and shown whole in the chat; a notifier plugin (nvim-notify, noice, ...) gets it whole.
+-- The server's questions (window/showMessageRequest) go to vim.ui.select.
 local M = {}
 
 local LEVELS = { [1] = vim.log.levels.ERROR, [2] = vim.log.levels.WARN,
@@ -42,6 +43,27 @@ function M.server_message(root, params)
   local text = (tostring(params.message or ""):gsub("^oi%-lsp: ", ""))
   if level == vim.log.levels.ERROR then return require("oi.chat").server_error(root, text) end
   if M.tell(text, level) then require("oi.chat").note(root, text) end
+end
+
+--- window/showMessageRequest: the server asks (trust a folder's settings, allow a destructive
+--- MCP tool call, restart a REPL). vim.ui.select with the whole message as its prompt (Neovim's
+--- own handler adds ": " after its "?"); the action chosen, or vim.NIL. The handler runs in
+--- the request's coroutine: an asynchronous vim.ui.select (dressing, telescope) is waited for.
+function M.ask(err, params, ctx)
+  local co, main = coroutine.running()
+  if err or not co or main then
+    return vim.lsp.handlers["window/showMessageRequest"](err, params, ctx)
+  end
+  local opts = { kind = "lsp_message", prompt = tostring(params.message or "") .. " ",
+    format_item = function(action) return (tostring(action.title):gsub("\r?\n", " ")) end }
+  -- Neovim's own vim.ui.select (inputlist()) stops redrawing until it is answered: the chat
+  -- shows what came before the question (the server asks once the run's output settled).
+  pcall(vim.cmd.redraw)
+  vim.ui.select(params.actions or {}, opts, function(choice)
+    -- resumed later: a stock vim.ui.select answers before the yield below
+    vim.schedule(function() coroutine.resume(co, choice or vim.NIL) end)
+  end)
+  return coroutine.yield()
 end
 
 return M

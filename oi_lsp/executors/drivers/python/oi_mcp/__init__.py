@@ -97,6 +97,7 @@ def _drop() -> None:
 
 
 def _request(op: str, **fields: Any) -> Any:
+    __tracebackhide__ = True  # IPython shows the user's line, not the shim's frames
     conn = getattr(_local, "conn", None)
     if conn is None:
         conn = _local.conn = _connect()
@@ -141,6 +142,7 @@ def _display(block: dict[str, Any]) -> None:
 
 
 def _result(reply: dict[str, Any], what: str) -> Any:
+    __tracebackhide__ = True
     content = reply.get("content") or []
     texts = []
     for block in content:
@@ -185,6 +187,7 @@ def _showing() -> bool:
 
 
 def _call(module: str, tool: str, arguments: dict[str, Any]) -> Any:
+    __tracebackhide__ = True
     what = f"{module}.{_identifier(tool)}"
     show = _showing()
     if show:
@@ -251,6 +254,7 @@ def _function(module: str, tool: dict[str, Any]) -> Any:
     signature = inspect.Signature(parameters)
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         bound = signature.bind(*args, **kwargs)
         arguments = {names[k]: v for k, v in bound.arguments.items()
                      if v is not None or names[k] in required}
