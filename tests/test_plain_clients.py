@@ -30,6 +30,16 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 
 
+def elisp(value: Any) -> str:
+    """A JSON value as eglot sends it (jsonrpc's json-serialize): objects as plists, arrays
+    as vectors."""
+    if isinstance(value, dict):
+        return "(" + " ".join(f":{k} {elisp(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, list):
+        return "[" + " ".join(elisp(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 class Editor:
     """Runs one headless editor scenario; nothing it started outlives the test."""
 
@@ -73,10 +83,11 @@ class Editor:
         return self.run([str(NVIM), "--clean", "--headless", "-l", str(script)], cwd,
                         self.tmp / "out.json", timeout)
 
-    def emacs(self, body: str, cwd: Path, timeout: float = 150) -> dict[str, Any]:
+    def emacs(self, body: str, cwd: Path, timeout: float = 150,
+              **extra: Any) -> dict[str, Any]:
         script = self.tmp / f"scenario-{uuid.uuid4().hex[:6]}.el"
-        settings = self.model.settings()
-        plist = " ".join(f":{k} {json.dumps(v)}" for k, v in settings.items())
+        settings = self.model.settings(**extra)
+        plist = " ".join(f":{k} {elisp(v)}" for k, v in settings.items())
         script.write_text(f"(load {json.dumps(str(HERE / 'emacs' / 'plain.el'))} nil t)\n"
                           f"(oi-test-run (lambda ()\n(oi-test-start '({plist}))\n{body}))\n")
         # -q, not -Q: Debian's elpa packages (eglot) load from the site start files.
@@ -242,3 +253,52 @@ def test_eglot_code_actions_and_a_turn_past_its_timeout(editor: Editor, model: M
                      r"\(see the transcript: " + re.escape(told.group(1)) + r"\)", messages)
     body = Path(told.group(1)).read_text()
     assert "```text\n42\n```" in body and "It took a while." in body
+
+
+MCP_FILESYSTEM = (REPO / "tests" / "mcp" / "node_modules" / "@modelcontextprotocol"
+                  / "server-filesystem" / "dist" / "index.js")
+
+
+@needs_emacs
+@pytest.mark.skipif(not MCP_FILESYSTEM.is_file(),
+                    reason="scripts/setup.d/65-mcp-servers did not install the MCP servers")
+def test_eglot_asks_before_a_destructive_mcp_call(editor: Editor, model: ModelServer,
+                                                  workspace: Path) -> None:
+    """MCP servers as code (issue 39) with no client of ours: the approved code calls npm's
+    server-filesystem write_file, which its server marks destructive; eglot asks the server's
+    question (window/showMessageRequest) in the minibuffer, Allow lets it write, and the
+    transcript has the call's ⚙ line."""
+    (workspace / "calc.py").write_text(CALC)
+    notes = workspace / "notes.md"
+    model.script(ms.tool("python", (
+        f"from oi_mcp import filesystem\n"
+        f"filesystem.write_file(path={str(notes)!r}, content='# Notes\\n')\n"
+        f"print('notes' + ' written')\n")), ms.text("Wrote notes.md."))
+    run = editor.emacs("""
+      (goto-char (point-min))
+      (setq oi-test-pick '(("Pick an action" . "explain this")
+                           ("Run this python code" . "Run")
+                           ("calls the MCP tool" . "Allow")))
+      (let ((last-nonmenu-event 13))  ; from the keyboard: eglot asks in the minibuffer
+        (eglot-code-actions (point-min) (point-max) nil t))
+      (oi-test-wait (lambda () (string-match-p "see the transcript" (oi-test-messages)))
+                    "the answer" 90)
+      t
+    """, workspace, mcpServers={"filesystem": {
+        "command": shutil.which("node") or "node", "args": [str(MCP_FILESYSTEM), str(workspace)]}})
+    [asked] = [p for p in run["prompts"] if "calls the MCP tool" in p[0]]
+    # eglot 1.9's own words around the server's (type 2: a warning).
+    assert asked[0].startswith("[eglot] Server reports (type=2): oi-lsp: The running code "
+                               "calls the MCP tool "
+                               "filesystem.write_file, which its server marks destructive, "
+                               "with {"), asked
+    assert '"content": "# Notes\\n"}. Allow this call?' in asked[0]
+    assert asked[1] == ["Allow", "Deny"]
+    assert notes.read_text() == "# Notes\n"
+    assert tool_results(model.requests[1])[0].endswith("notes written")
+    told = re.search(r"oi-lsp: the transcript is (\S+\.md)", run["messages"])
+    assert told is not None
+    body = Path(told.group(1)).read_text()
+    assert re.search(r"⚙ filesystem\.write_file\(path='/tmp/.+…', content='# Notes\\n'\) · "
+                     r"\d+\.\d\d s\nnotes written", body), body
+    assert "Wrote notes.md." in body

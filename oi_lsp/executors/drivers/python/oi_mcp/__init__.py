@@ -166,7 +166,10 @@ def _result(reply: dict[str, Any], what: str) -> Any:
 def _line(what: str, arguments: dict[str, Any]) -> str:
     def short(value: Any) -> str:
         text = repr(value)
-        return text if len(text) <= 40 else f"{text[:37]}..."
+        if len(text) <= 40:
+            return text
+        # a string keeps its closing quote: '/home/me/a-long-pa…'
+        return f"{text[:38]}…{text[-1]}" if isinstance(value, str) else f"{text[:39]}…"
 
     return f"⚙ {what}({', '.join(f'{k}={short(v)}' for k, v in arguments.items())})"
 
