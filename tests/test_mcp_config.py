@@ -3,8 +3,15 @@ that name the key, credentials masked, an ACP client's servers, and what asks fi
 
 from __future__ import annotations
 
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
 import pytest
 
+from oi_lsp.core import mcp_bridge
 from oi_lsp.core.mcp_config import McpServer, from_acp, module_name
 from oi_lsp.core.mcp_servers import McpServers, Tool, _first_line
 from oi_lsp.core.settings import Settings, SettingsError, check
@@ -107,3 +114,44 @@ async def test_the_index_names_a_broken_server_once_and_does_not_wait_for_it_aga
         assert time.monotonic() - started < 0.5
     finally:
         await servers.close()
+
+
+def test_what_a_killed_servers_bridge_left_is_swept(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    """A SIGKILLed server leaves its bridge's folder and socket in the temporary folder; the
+    next server's first bridge removes those no one listens on, and nothing else."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(mcp_bridge, "_swept", False)
+    old = time.time() - 2 * mcp_bridge.STALE_AFTER
+
+    def folder(name: str, *, listening: bool | None, aged: bool = True) -> Path:
+        path = tmp_path / name
+        path.mkdir(mode=0o700)
+        if listening is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(path / "socket"))
+            sock.listen(1)
+            if listening:
+                kept.append(sock)
+            else:
+                sock.close()  # the socket file stays, as after a SIGKILL
+        if aged:
+            os.utime(path, (old, old))
+        return path
+
+    kept: list[socket.socket] = []
+    dead = folder("oi-mcp-dead", listening=False)
+    empty = folder("oi-mcp-empty", listening=None)
+    live = folder("oi-mcp-live", listening=True)
+    young = folder("oi-mcp-young", listening=False, aged=False)
+    other = folder("not-oi", listening=False)
+    try:
+        mcp_bridge._sweep_once()
+        assert not dead.exists() and not empty.exists()
+        assert live.exists() and young.exists() and other.exists()
+        os.utime(young, (old, old))
+        mcp_bridge._sweep_once()  # once a process
+        assert young.exists()
+    finally:
+        for sock in kept:
+            sock.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -79,6 +80,7 @@ class Bridge:
         self._consent = consent
         self._notify = notify
         self._turn = turn  # the run its calls belong to ("" when none runs)
+        _sweep_once()
         self._folder = tempfile.mkdtemp(prefix="oi-mcp-")  # 0700: only the user reaches it
         self.path = os.path.join(self._folder, "socket")
         self.token = secrets.token_hex(16)
@@ -219,6 +221,35 @@ class Bridge:
         event("error" if dumped.get("isError") else "done",
               _text_of(dumped) if dumped.get("isError") else None)
         return dumped
+
+
+_swept = False
+STALE_AFTER = 60.0  # seconds: a folder younger than that may be a starting bridge's
+
+
+def _sweep_once() -> None:
+    """Remove what bridges of killed servers left (a folder and its socket no one listens
+    on): close() removes its own, a SIGKILL leaves it. Once a process."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), "oi-mcp-*")):
+        try:
+            info = os.stat(folder)
+            if info.st_uid != os.getuid() or time.time() - info.st_mtime < STALE_AFTER:
+                continue
+            path = os.path.join(folder, "socket")
+            if os.path.exists(path):
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                    probe.setblocking(False)  # a live bridge with a full backlog: kept
+                    probe.connect(path)  # listened on: a live bridge's
+                continue
+        except ConnectionRefusedError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def question(tool: Tool, arguments: dict[str, Any]) -> str:
