@@ -1,11 +1,13 @@
 """The chat view end to end in code-server (issue 18, the view's half): what it redraws from
 oi/history after hide/show and Developer: Reload Window, a proposal a reload ended, the status
-line, Send/Stop, magic output as its own block and the title-bar Stop. Each scenario saves
+line, Send/Stop, magic output as its own block and the title-bar Stop; MCP servers as code
+(issue 39: oi.mcpServers, a destructive tool's question, the tool-call lines). Each scenario saves
 screenshots in the light and dark themes to test-artifacts/vsc-view/."""
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ from oi_lsp.protocol import Message
 from tests import modelserver as ms
 from tests.modelserver import ModelServer
 from tests.vscode.test_webview import png
-from tests.vscode.workbench import ARTIFACTS, UNTITLED_TABS, Workbench
+from tests.vscode.workbench import ARTIFACTS, ROOT, UNTITLED_TABS, Workbench
 
 pytestmark = pytest.mark.timeout(1800)  # the first scenario starts the stack
 
@@ -542,6 +544,199 @@ def test_reasoning_folds_above_the_answer_and_history_redraws_it(
     themed_shots(wb, "reasoning-history-open")
 
 
+SERVER_FILESYSTEM = (ROOT / "tests" / "mcp" / "node_modules" / "@modelcontextprotocol"
+                     / "server-filesystem" / "dist" / "index.js")
+MCP_CODE = """\
+from oi_mcp import filesystem
+listing = filesystem.list_directory(path={folder!r})["content"].splitlines()
+filesystem.write_file(path={notes!r}, content="# Notes\\n\\n" + "\\n".join(listing) + "\\n")
+print(f"{{len(listing)}} entries listed, notes.md written")
+"""
+# The toasts the workbench shows: their text and buttons.
+TOASTS = """[...document.querySelectorAll('.notification-toast')].map((t) => ({
+    message: t.querySelector('.notification-list-item-message')?.textContent ?? '',
+    buttons: [...t.querySelectorAll('.monaco-button')].map((b) => b.textContent.trim()),
+    severity: t.querySelector('.notification-list-item-icon')?.className ?? '' }))"""
+# A warning toast hides itself after 12 s unless the pointer is on it (VS Code's
+# notificationsToasts.ts): a reader's pointer, so a slow machine still finds it to click.
+HOLD_TOAST = """[...document.querySelectorAll('.notification-toast')]
+    .filter((t) => t.textContent.includes('filesystem.write_file'))
+    .forEach((t) => t.dispatchEvent(new MouseEvent('mouseover', { bubbles: true })))"""
+# The last code block's output (an earlier run's has the same lines).
+LAST_OUTPUT = ".oi-code >> nth=-1 >> details.oi-output pre"
+# The last output's lines as the view draws them: those in a tool-call span, the others, and
+# whether each is inside the visible part of the log, and inside the box's width (wrapped).
+TOOL_LINES = """(() => {
+    const pre = [...document.querySelectorAll('.oi-code details.oi-output pre')].pop();
+    const log = document.getElementById('oi-log').getBoundingClientRect();
+    const seen = (e) => { const r = e.getBoundingClientRect();
+        return r.height > 0 && r.top >= log.top && r.bottom <= log.bottom; };
+    const spans = [...pre.querySelectorAll('.oi-tool-call')];
+    const plain = [...pre.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE)
+        .map((n) => n.textContent).join('');
+    const style = (e) => getComputedStyle(e);
+    // What the text is drawn on: the first box that paints a background, else the side bar
+    // the view is in (the webview's own page is transparent).
+    const behind = (e) => {
+        for (; e; e = e.parentElement) {
+            const colour = style(e).backgroundColor;
+            if (colour !== 'rgba(0, 0, 0, 0)') return colour;
+        }
+        const probe = document.body.appendChild(document.createElement('i'));
+        probe.style.color = 'var(--vscode-sideBar-background)';
+        const colour = style(probe).color;
+        probe.remove();
+        return colour;
+    };
+    return {
+        text: pre.textContent,
+        tool: spans.map((s) => s.textContent).join(''),
+        plain,
+        shown: seen(pre) && spans.every(seen),
+        inside: spans.every((s) => [...s.getClientRects()].every(
+            (r) => r.right <= pre.getBoundingClientRect().right)),
+        toolStyle: spans[0] ? { font: style(spans[0]).fontStyle, color: style(spans[0]).color,
+                                opacity: style(spans[0]).opacity } : null,
+        plainStyle: { font: style(pre).fontStyle, color: style(pre).color },
+        background: behind(pre),
+    };
+})()"""
+# The header draws the model again once the extension pushed changed `oi` settings to oi-lsp
+# (extension.ts: pushSettings, then showModel asks the server): the event a change waits on.
+WATCH_MODEL = """(() => { delete document.body.dataset.modelShown;
+    new MutationObserver((_, seen) => { document.body.dataset.modelShown = ''; seen.disconnect(); })
+        .observe(document.getElementById('oi-model'), { childList: true }); })()"""
+
+
+def channels(css: str) -> list[float]:
+    """The red, green and blue of an rgb()/rgba() colour, 0 to 1."""
+    return [int(v) / 255 for v in re.findall(r"[\d.]+", css)[:3]]
+
+
+def luminance(rgb: list[float]) -> float:
+    """The relative luminance (WCAG) of sRGB channels."""
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str, opacity: float = 1.0) -> float:
+    """WCAG contrast of text colour `a` (drawn at `opacity`) on background `b`: the browser
+    blends the channels as they are (sRGB), then the blend is what the eye gets."""
+    bg = channels(b)
+    fg = [opacity * f + (1 - opacity) * g for f, g in zip(channels(a), bg, strict=True)]
+    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def edit_user_settings(wb: Workbench, settings: Path, values: dict[str, Any]) -> None:
+    """The user's `settings` (settings.json) made `values` in VS Code's editor, and saved, as a
+    user does; until oi-lsp has the change. Written from outside, the file would not count:
+    code-server does not see changes under its user data folder (neither the theme nor an
+    open editor of the file follows them), while a folder's .vscode/settings.json is seen."""
+    wb("chatWait", selector="#oi-model")  # drawn a first time when the view opened
+    wb("chatEval", expression=WATCH_MODEL)
+    wb("command", title="Preferences: Open User Settings (JSON)")
+    editor = ".monaco-editor[data-uri$='/User/settings.json']"
+    wb("click", selector=f"{editor} .view-lines")
+    wb("keys", keys=["Control+a", "Delete"])
+    wb("insertText", text=json.dumps(values))  # one line: nothing auto-indented or -closed
+    wb("keys", keys=["Control+s"])
+    wb("chatWait", selector="body[data-model-shown]", state="attached", timeout=60000)
+    assert json.loads(settings.read_text()) == values
+    # It opened in a modal editor (workbench.editor.useModal), above the command palette.
+    wb("click", selector=".modal-editor-header .codicon-close")
+    wb("wait", selector=editor, state="detached")
+
+
+def consent(wb: Workbench) -> dict[str, Any]:
+    """The notification that asks about filesystem.write_file, once it is drawn in full."""
+    toast = ".notification-toast.notification-fade-in-done"
+    wb("wait", selector=toast, hasText="filesystem.write_file", timeout=90000)
+    wb("eval", expression=HOLD_TOAST)
+    # The question follows the output printed before the call (the server asks once it
+    # settled): the call's line is there, waiting for its time.
+    wb("chatWait", selector=f"{LAST_OUTPUT} .oi-tool-call", hasText="filesystem.write_file")
+    [asked] = [t for t in wb("eval", expression=TOASTS) if "filesystem.write_file" in t["message"]]
+    return dict(asked)
+
+
+@pytest.mark.skipif(not SERVER_FILESYSTEM.is_file(),
+                    reason="scripts/setup.d/65-mcp-servers did not install the MCP servers")
+def test_mcp_servers_as_code_ask_before_a_destructive_call_and_show_their_calls(
+        vscode: tuple[Workbench, Path], model: ModelServer) -> None:
+    """oi.mcpServers, added to the user's settings.json, names npm's server-filesystem on the
+    workspace: the proposed Python lists the folder and writes notes.md with it; the write (a
+    tool its server marks destructive) asks in a notification with Allow / Deny. Denied,
+    nothing is written; allowed, notes.md is, and the output shows a quieter ⚙ line per call
+    above the program's own."""
+    wb, workspace = vscode
+    settings = workspace.parent / "ud" / "User" / "settings.json"
+    notes = workspace / "notes.md"
+    code = MCP_CODE.format(folder=str(workspace), notes=str(notes))
+    servers = {"filesystem": {"command": "node", "args": [str(SERVER_FILESYSTEM), str(workspace)]}}
+    answers = {"Deny": "You said no: notes.md is not written.",
+               "Allow": "Listed the workspace and wrote **notes.md**."}
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        edit_user_settings(wb, settings,
+                           {**json.loads(settings.read_text()), "oi.mcpServers": servers})
+        for label, answer in (("light", "Deny"), ("dark", "Allow")):
+            set_theme(wb, label)  # before the question: the picker's Escape would hide it
+            wb("chatWait", selector=f"body.vscode-{label}", state="attached")  # its colours
+            model.script(ms.tool("python", code), ms.text(answers[answer]))
+            wb("chatSend", text="list the workspace and note what is in it in notes.md")
+            wb.answer("run")
+            asked = consent(wb)
+            assert asked["message"].startswith(
+                "oi-lsp: The running code calls the MCP tool filesystem.write_file, which its "
+                f'server marks destructive, with {{"path": "{notes}", "content": "# Notes'), asked
+            assert asked["message"].endswith("Allow this call?"), asked
+            assert asked["buttons"] == ["Allow", "Deny"] and "warning" in asked["severity"]
+            assert not notes.exists()  # the call waits for the answer
+            wb("screenshot", path=str(SHOTS / f"mcp-consent-{label}.png"))
+            wb("click", selector=".notification-toast .monaco-button", hasText=answer)
+            wb("chatWait", selector=".oi-assistant", hasText=answers[answer].replace("**", ""))
+            settle(wb)
+            assert not [t for t in wb("eval", expression=TOASTS)
+                        if "filesystem.write_file" in t["message"]]
+            output = wb("chatEval", expression=TOOL_LINES)["text"]
+            if answer == "Deny":
+                assert re.search(r"⚙ filesystem\.write_file\(.+\) · CallDenied after \d", output)
+                assert output.count("CallDenied") >= 2 and not notes.exists(), output  # raised
+        written = notes.read_text()
+        assert written.startswith("# Notes\n\n") and "[FILE] numbers.py\n" in written
+        # The model was told of the server's tools.
+        assert "`oi_mcp.filesystem`" in model.requests[0]["messages"][0]["content"]
+
+        for label in ("dark", "light"):
+            set_theme(wb, label)
+            wb("chatWait", selector=f"body.vscode-{label}", state="attached")  # its colours
+            lines = wb("chatEval", expression=TOOL_LINES)
+            tool = lines["tool"].splitlines()
+            assert len(tool) == 2, lines
+            # (an argument longer than 40 characters is cut: '/tmp/pytest-of-…')
+            took = r"\) · \d+\.\d\d s"
+            assert re.fullmatch(r"⚙ filesystem\.list_directory\(path='/.+" + took, tool[0])
+            assert re.fullmatch(r"⚙ filesystem\.write_file\(path='/.+, content='# Notes.+" + took,
+                                tool[1]), tool
+            entries = written.count("\n") - 2
+            assert lines["plain"] == f"{entries} entries listed, notes.md written\n", lines
+            assert lines["text"] == lines["tool"] + lines["plain"]  # the text as it ran
+            assert lines["shown"] and lines["inside"], lines
+            # Quieter than the program's lines, still readable (WCAG AA for small text).
+            look, plain, background = lines["toolStyle"], lines["plainStyle"], lines["background"]
+            assert look["font"] == "italic" and plain["font"] == "normal", lines
+            readable = contrast(look["color"], background, float(look["opacity"]))
+            assert 4.5 <= readable < contrast(plain["color"], background), (
+                label, readable, look, plain, background)
+            wb("screenshot", path=str(SHOTS / f"mcp-output-{label}.png"))
+    finally:
+        values = json.loads(settings.read_text())  # with the theme VS Code wrote since
+        if values.pop("oi.mcpServers", None) is not None:  # taken back the same way, so the
+            edit_user_settings(wb, settings, values)  # next scenarios run without the server
+        notes.unlink(missing_ok=True)
+
+
 # Where the first message of each kind is on the view's screen, and the earlier line's text.
 PLACES = """(() => {
     const log = document.getElementById('oi-log');
@@ -611,3 +806,5 @@ def test_conversations_searched_as_you_type(vscode: tuple[Workbench, Path],
     wb("click", selector=".quick-input-list .monaco-list-row", hasText="make the report")
     wb("chatWait", selector=".oi-assistant", hasText="The quarterly sales grew by a tenth.")
     themed_shots(wb, "conversations-search-opened")
+
+

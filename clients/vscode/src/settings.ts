@@ -30,10 +30,20 @@ export interface ServerSettings {
     modelOptions?: Record<string, unknown>;
     promptCaching?: boolean | 'auto';
     modelRetries?: number;
+    /** The user's MCP servers, each a module of the Python kernel (`from oi_mcp import <name>`):
+     * name -> {command, args, env, cwd} or {type: "http", url, headers}, with confirm/timeout.
+     * Checked by the server. */
+    mcpServers?: Record<string, unknown>;
 }
 
 function nonEmpty(value: unknown): string | undefined {
     return typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined;
+}
+
+/** A JSON object with at least one key (not an array, not null), as settings.json gives it. */
+function filledObject(value: unknown): Record<string, unknown> | undefined {
+    return value && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length > 0
+        ? value as Record<string, unknown> : undefined;
 }
 
 /**
@@ -60,15 +70,15 @@ export function serverSettings(config: ConfigReader, trusted: boolean, apiKey?: 
     if (python) settings.python = python;
     const effort = config.get<unknown>('reasoningEffort');
     if (effort === 'low' || effort === 'medium' || effort === 'high') settings.reasoningEffort = effort;
-    const options = config.get<unknown>('modelOptions');
-    if (options && typeof options === 'object' && !Array.isArray(options) && Object.keys(options).length > 0) {
-        settings.modelOptions = options as Record<string, unknown>;
-    }
+    const options = filledObject(config.get<unknown>('modelOptions'));
+    if (options) settings.modelOptions = options;
     const caching = config.get<unknown>('promptCaching');
     if (caching === 'on' || caching === 'off') settings.promptCaching = caching === 'on';
     // 'auto' is the server's default: left out.
     const retries = config.get<unknown>('modelRetries');
     if (typeof retries === 'number' && Number.isInteger(retries)) settings.modelRetries = retries;
+    const mcpServers = filledObject(config.get<unknown>('mcpServers'));
+    if (mcpServers) settings.mcpServers = mcpServers;
     if (apiKey) settings.apiKey = apiKey;
     return settings;
 }

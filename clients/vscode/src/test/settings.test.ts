@@ -83,3 +83,19 @@ test('model settings: reasoning effort, litellm options, caching on/off, retries
     assert.deepEqual(defaults, { autoRun: false, trusted: true });
     assert.equal('modelOptions' in serverSettings(config({ modelOptions: ['top_p'] }), true), false);
 });
+
+test('MCP servers reach the server as settings.json gives them; none or a wrong type, nothing sent', () => {
+    const servers = {
+        filesystem: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/w'], env: { DEBUG: '1' } },
+        search: { type: 'http', url: 'https://mcp.example.com/mcp', headers: { Authorization: 'Bearer t' }, confirm: 'always', timeout: 20 },
+    };
+    assert.deepEqual(serverSettings(config({ mcpServers: servers }), true).mcpServers, servers);
+    for (const value of [{}, [], null, 'filesystem', undefined]) {
+        assert.equal('mcpServers' in serverSettings(config({ mcpServers: value }), true), false, String(value));
+    }
+    // Removed from settings.json: sent as null, so the server stops using them.
+    const first = settingsUpdate(undefined, serverSettings(config({ mcpServers: servers }), true));
+    assert.equal(settingsUpdate(first, serverSettings(config({}), true)).mcpServers, null);
+    // A folder of a multi-root workspace may set its own.
+    assert.deepEqual(folderUpdate(config({ mcpServers: servers }), config({}), true, undefined), { mcpServers: servers });
+});

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { contextLabel, outcomeNote, withoutDisplayNotes } from '../webview/history';
 import { runLabel } from '../webview/status';
 import { usageText } from '../webview/usage';
+import { outputRuns } from '../webview/output';
 
 test('a selection\'s context reads file:lines', () => {
     const range = (a: number, b: number, endChar = 5) => ({ start: { line: a, character: 0 }, end: { line: b, character: endChar } });
@@ -39,4 +40,16 @@ test('the usage line: cached and reasoning tokens and the cache\'s saving when t
         '1,256 tokens (1,200 in, 1,000 cached; 56 out, 40 reasoning) · 2 model calls · $0.0021 (cache saved $0.0030)');
     // A write that cost more than it saved is not a saving.
     assert.equal(usageText({ ...base, cost: 0.05, cacheWriteTokens: 1200, cacheSaved: -0.001 }), '1,256 tokens (1,200 in, 56 out) · $0.05');
+});
+
+test('an output\'s MCP tool-call lines are runs of their own, the text unchanged', () => {
+    const text = 'listing\n⚙ filesystem.list_directory(path=\'/w\') · 0.12 s\n⚙ filesystem.write_file(path=\'/w/n.md\', content=\'x\') · 0.03 s\n3 entries, 1 written\nnot ⚙ a call\n';
+    const runs = outputRuns(text);
+    assert.deepEqual(runs.map((r) => r.tool), [false, true, false]);
+    assert.equal(runs[1].text.split('\n').filter(Boolean).length, 2);
+    assert.equal(runs.map((r) => r.text).join(''), text);
+    // A call line streamed without its newline yet, and output with no calls at all.
+    assert.deepEqual(outputRuns('a\n⚙ memory.read_graph()'), [{ text: 'a\n', tool: false }, { text: '⚙ memory.read_graph()', tool: true }]);
+    assert.deepEqual(outputRuns('plain\n'), [{ text: 'plain\n', tool: false }]);
+    assert.deepEqual(outputRuns(''), []);
 });

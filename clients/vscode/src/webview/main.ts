@@ -8,6 +8,7 @@ import { type Activity, type Figures, StatusLine } from './status';
 import { errorBox } from './errors';
 import { showModel, welcome } from './header';
 import { showUsage, type Usage } from './usage';
+import { outputRuns } from './output';
 
 interface VsCodeApi { postMessage(message: unknown): void }
 declare function acquireVsCodeApi(): VsCodeApi;
@@ -131,7 +132,11 @@ function outputOf(box: HTMLElement | undefined): HTMLPreElement {
 
 /** Sets what an output shows, and its line count in the summary. */
 function setOutput(pre: HTMLPreElement, text: string): void {
-    pre.textContent = text;
+    // The lines MCP tool calls printed are quieter (.oi-tool-call), a box each so that a long
+    // call wraps under itself; the text stays as it ran.
+    pre.replaceChildren(...outputRuns(text).flatMap((run): Node[] => run.tool
+        ? run.text.split(/(?<=\n)/).map((line) => el('span', 'oi-tool-call', line))
+        : [document.createTextNode(run.text)]));
     const n = text.replace(/\n$/, '').split('\n').length;
     const lines = pre.parentElement?.querySelector('.oi-lines');
     if (lines) lines.textContent = text ? ` · ${n} line${n === 1 ? '' : 's'}` : '';
