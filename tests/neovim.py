@@ -116,7 +116,7 @@ class Nvim:
                           for a in ("-e", f"{k}={v}")],
                         f"{NVIM} -u {init} -i NONE"], check=True, env=env)
         try:
-            yield Terminal(name)
+            yield Terminal(name, kept=True)
         finally:
             subprocess.run(["tmux", "kill-session", "-t", name], check=False,
                            capture_output=True)
@@ -139,8 +139,13 @@ ENV_FOR_TMUX = ("PYTHONPATH", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_S
 class Terminal:
     """A tmux session: keys in, the screen out."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, kept: bool = False) -> None:
         self.name = name
+        if kept:
+            # A program that exits (or crashes) leaves its last screen, and wait() says so,
+            # instead of a session gone with nothing to show.
+            subprocess.run(["tmux", "set-option", "-t", name, "remain-on-exit", "on"],
+                           check=False, capture_output=True)
 
     def keys(self, *keys: str) -> None:
         """tmux key names (Enter, Escape, C-c) or, with a leading "=", literal text."""
@@ -156,6 +161,18 @@ class Terminal:
                                 check=True, capture_output=True, text=True).stdout
         return "\n".join(line.rstrip() for line in screen.split("\n")) if joined else screen
 
+    def exited(self) -> str | None:
+        """How the pane's program ended ("status 1", "signal 11"), None while it runs."""
+        shown = subprocess.run(["tmux", "display-message", "-p", "-t", self.name,
+                                "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}"],
+                               check=False, capture_output=True, text=True)
+        if shown.returncode != 0:
+            return "its tmux session is gone"
+        dead, status, signal = [*shown.stdout.split(), "", "", ""][:3]
+        if dead != "1":
+            return None
+        return f"signal {signal}" if signal and signal != "0" else f"status {status}"
+
     def wait(self, text: str, timeout: float = 60, last_line: bool = False) -> str:
         """The screen once it shows `text` (with `last_line`, at the start of its last line:
         the command line)."""
@@ -165,6 +182,10 @@ class Terminal:
             last = (screen.rstrip().splitlines() or [""])[-1]
             if last.startswith(text) if last_line else text in screen:
                 return screen
+            dead = self.exited()
+            if dead is not None:
+                pytest.fail(f"the program exited ({dead}) before the screen showed {text!r}:"
+                            f"\n{screen}")
             if time.monotonic() > end:
                 pytest.fail(f"the screen never showed {text!r}:\n{screen}")
             time.sleep(0.2)
