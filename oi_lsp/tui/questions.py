@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .state import ChatState
 
+
 async def ask(state: ChatState, message: str, actions: list[str]) -> str | None:
     """The title of the action the user chose; None when none was (Enter, Ctrl-D, Ctrl-C)."""
     partial = state.ui.partial_line()
